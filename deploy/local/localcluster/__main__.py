@@ -1,0 +1,57 @@
+"""Command line of the local control plane: ``python -m localcluster {build,up,down,status,user}``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import build, crds
+from .build import BuildError, log
+from .cluster import Cluster, ClusterError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
+    parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl and etcd")
+    up = sub.add_parser("up", help="start the control plane, install CRDs and start the services")
+    up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
+    sub.add_parser("down", help="stop the services and the control plane")
+    sub.add_parser("status", help="say whether the cluster runs")
+    user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
+    user.add_argument("username")
+    user.add_argument("--group", action="append", default=[])
+    args = parser.parse_args(argv)
+    cluster = Cluster(args.name)
+    try:
+        if args.command == "build":
+            build.ensure_binaries()
+        elif args.command == "up":
+            cluster.up()
+            crds.install(cluster)
+            if not args.no_services:
+                from . import services
+
+                services.start_all(cluster)
+            print(f"export KUBECONFIG={cluster.kubeconfig}")
+            print(f"export PATH={build.kubectl_dir()}:$PATH")
+        elif args.command == "down":
+            from . import services
+
+            services.stop_all(cluster)
+            cluster.down()
+        elif args.command == "status":
+            running = cluster.is_running()
+            print(f"cluster {args.name!r}: {'running at ' + cluster.server if running else 'stopped'}")
+            return 0 if running else 3
+        elif args.command == "user":
+            print(cluster.user_kubeconfig(args.username, tuple(args.group)))
+    except (BuildError, ClusterError) as exc:
+        log(f"error: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

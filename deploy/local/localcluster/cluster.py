@@ -1,0 +1,276 @@
+"""Start, inspect and stop one local control plane (etcd + kube-apiserver) on 127.0.0.1.
+
+The processes run detached from the caller (their own session), so ``nox -s up`` can return and
+leave them running; everything about a cluster lives in its state directory, which is how a
+second ``up`` finds the first one and ``down`` finds what to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from . import build, paths, pki
+from .build import log
+
+SERVICE_CIDR = "10.0.0.0/24"
+
+
+class ClusterError(RuntimeError):
+    """Starting or using the local control plane failed; the message says which step."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        # A zombie child of ours still answers kill(0): look at its state.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+@dataclass
+class State:
+    etcd_port: int
+    etcd_peer_port: int
+    api_port: int
+    etcd_pid: int = 0
+    api_pid: int = 0
+
+
+class Cluster:
+    """A named local control plane; its files live in :func:`paths.state_dir`."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self.dir = paths.state_dir(name)
+        self.pki_dir = self.dir / "pki"
+        self.pki_dir.mkdir(exist_ok=True)
+        self.logs_dir = self.dir / "logs"
+        self.logs_dir.mkdir(exist_ok=True)
+        self.state_file = self.dir / "state.json"
+        self.kubeconfig = self.dir / "admin.kubeconfig"
+
+    # ----------------------------------------------------------------- state
+    def _state(self) -> State | None:
+        if not self.state_file.exists():
+            return None
+        return State(**json.loads(self.state_file.read_text()))
+
+    def _save(self, state: State) -> None:
+        self.state_file.write_text(json.dumps(asdict(state)))
+
+    @property
+    def server(self) -> str:
+        state = self._state()
+        if state is None:
+            raise ClusterError(f"cluster {self.name!r} is not running")
+        return f"https://127.0.0.1:{state.api_port}"
+
+    def is_running(self) -> bool:
+        state = self._state()
+        return bool(state and _alive(state.etcd_pid) and _alive(state.api_pid) and self._ready(state, timeout=2))
+
+    # ------------------------------------------------------------------ PKI
+    def _certs(self) -> dict[str, pki.KeyPair]:
+        ca = pki.ensure_ca(self.pki_dir, "ca", "agl-local-ca")
+        front_ca = pki.ensure_ca(self.pki_dir, "front-proxy-ca", "agl-local-front-proxy-ca")
+        return {
+            "ca": ca,
+            "front-proxy-ca": front_ca,
+            "serving": pki.issue(ca, self.pki_dir, "apiserver", "kube-apiserver", server=True,
+                                 dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+                                 ips=("127.0.0.1", "10.0.0.1")),
+            "front-proxy-client": pki.issue(front_ca, self.pki_dir, "front-proxy-client", "front-proxy-client"),
+            "admin": pki.issue(ca, self.pki_dir, "admin", "agl-admin", orgs=("system:masters",)),
+        }
+
+    def _write_kubeconfig(self, path: Path, user: str, pair: pki.KeyPair, server: str) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {
+                "server": server, "certificate-authority": str(self.pki_dir / "ca.crt")}}],
+            "users": [{"name": user, "user": {
+                "client-certificate": str(pair.cert), "client-key": str(pair.key)}}],
+            "contexts": [{"name": f"{user}@{self.name}", "context": {"cluster": self.name, "user": user}}],
+            "current-context": f"{user}@{self.name}",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for a client-certificate user (CN=user, O=groups), e.g. an unprivileged tenant."""
+        ca = pki.ensure_ca(self.pki_dir, "ca", "agl-local-ca")
+        safe = user.replace(":", "_").replace("/", "_")
+        suffix = "-".join(g.replace(":", "_") for g in groups)
+        pair = pki.issue(ca, self.pki_dir, f"user-{safe}-{suffix}", user, orgs=groups)
+        return self._write_kubeconfig(self.dir / f"user-{safe}-{suffix}.kubeconfig", user, pair, self.server)
+
+    # ------------------------------------------------------------ lifecycle
+    def up(self, *, fresh: bool = False) -> None:
+        """Start the cluster unless it already runs; ``fresh`` wipes etcd's data first."""
+        if not fresh and self.is_running():
+            log(f"cluster {self.name!r} already running at {self.server}")
+            return
+        self.down(quiet=True)
+        binaries = build.ensure_binaries()
+        if fresh:
+            shutil.rmtree(self.dir / "etcd", ignore_errors=True)
+        certs = self._certs()
+        sa_key, sa_pub = pki.ensure_service_account_keys(self.pki_dir)
+        state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port())
+        log(f"starting etcd on 127.0.0.1:{state.etcd_port}")
+        state.etcd_pid = self._spawn("etcd", [
+            str(binaries.etcd), "--name", "agl-local", "--data-dir", str(self.dir / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{state.etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{state.etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{state.etcd_peer_port}",
+            "--initial-cluster", f"agl-local=http://127.0.0.1:{state.etcd_peer_port}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])
+        self._save(state)
+        self._wait(lambda: self._http_ok(f"http://127.0.0.1:{state.etcd_port}/health"), "etcd", state.etcd_pid)
+        log(f"starting kube-apiserver on 127.0.0.1:{state.api_port}")
+        state.api_pid = self._spawn("kube-apiserver", [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={state.api_port}",
+            f"--tls-cert-file={certs['serving'].cert}", f"--tls-private-key-file={certs['serving'].key}",
+            f"--client-ca-file={certs['ca'].cert}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
+            "--authorization-mode=RBAC", "--allow-privileged=true", "--endpoint-reconciler-type=none",
+            # API aggregation: kube-apiserver proxies to extension servers with this client cert, and
+            # tells them who the user is through the request headers named here.
+            f"--requestheader-client-ca-file={certs['front-proxy-ca'].cert}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={certs['front-proxy-client'].cert}",
+            f"--proxy-client-key-file={certs['front-proxy-client'].key}",
+            "--enable-aggregator-routing=false",
+            "--v=1",
+        ])
+        self._save(state)
+        self._write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
+        self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
+        self._wait(self._bootstrapped, "kube-apiserver bootstrap (namespaces, authentication ConfigMap)",
+                   state.api_pid, limit=60)
+        log(f"cluster {self.name!r} ready at https://127.0.0.1:{state.api_port}")
+
+    def down(self, *, quiet: bool = False) -> None:
+        """Stop both processes (TERM, then KILL) and forget the ports; data stays for the next ``up``."""
+        state = self._state()
+        if state is None:
+            if not quiet:
+                log(f"cluster {self.name!r} is not running")
+            return
+        for pid in (state.api_pid, state.etcd_pid):
+            if pid and _alive(pid):
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for pid in (state.api_pid, state.etcd_pid):
+            while pid and _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if pid and _alive(pid):
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+        self.state_file.unlink(missing_ok=True)
+        if not quiet:
+            log(f"cluster {self.name!r} stopped")
+
+    def destroy(self) -> None:
+        self.down(quiet=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -------------------------------------------------------------- helpers
+    def _spawn(self, name: str, argv: list[str]) -> int:
+        out = (self.logs_dir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=self.dir)
+        return proc.pid
+
+    def _wait(self, check: object, what: str, pid: int, limit: float = 60) -> None:
+        assert callable(check)
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                log_file = self.logs_dir / f"{what.split()[0]}.log"
+                tail = log_file.read_text(errors="replace").splitlines()[-25:] if log_file.exists() else []
+                raise ClusterError(f"{what} exited during start-up; last lines of {log_file}:\n" + "\n".join(tail))
+            if check():
+                return
+            time.sleep(0.25)
+        raise ClusterError(f"{what} did not become ready within {limit:.0f}s (logs in {self.logs_dir})")
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _admin_ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki_dir / "admin.crt"), str(self.pki_dir / "admin.key"))
+        return ctx
+
+    def get_json(self, path: str, timeout: float = 5) -> object:
+        """GET a path of kube-apiserver as admin (for readiness checks; tests use real clients)."""
+        with urllib.request.urlopen(self.server + path, timeout=timeout, context=self._admin_ssl()) as resp:
+            return json.loads(resp.read())
+
+    def _ready(self, state: State, timeout: float) -> bool:
+        try:
+            url = f"https://127.0.0.1:{state.api_port}/readyz"
+            with urllib.request.urlopen(url, timeout=timeout, context=self._admin_ssl()) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError, ssl.SSLError):
+            return False
+
+    def _bootstrapped(self) -> bool:
+        try:
+            self.get_json("/api/v1/namespaces/default")
+            self.get_json("/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication")
+            return True
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def kubectl(self, *args: str, kubeconfig: Path | None = None, input: str | None = None,
+                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run the built kubectl against this cluster."""
+        argv = [str(build.kubectl_dir() / "kubectl"), "--kubeconfig", str(kubeconfig or self.kubeconfig), *args]
+        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result

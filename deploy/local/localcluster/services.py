@@ -1,0 +1,115 @@
+"""Run the two AGL services out of cluster against the local control plane.
+
+Each service is started the way the Helm chart runs it in a cluster, with its own serving
+certificate, and is reached by kube-apiserver through a real APIService, so every request in the
+demo and the integration tests takes the real aggregation path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import aggregation
+from .build import log
+from .cluster import Cluster, ClusterError, _alive, free_port
+
+NAMESPACE = "agl-system"
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    module: str
+    group: str
+    version: str = "v1alpha1"
+    extra_args: tuple[str, ...] = ()
+
+
+HELM_AGL = Service("helm-agl", "helm_agl", "apps.cozystack.io")
+TOFU_AGL = Service("tofu-agl", "tofu_agl", "tofu.apps.cozystack.io")
+ALL = (HELM_AGL, TOFU_AGL)
+
+
+@dataclass
+class Running:
+    service: Service
+    pid: int
+    port: int
+    log: Path
+
+
+def _record(cluster: Cluster, service: Service) -> Path:
+    directory = cluster.dir / "services"
+    directory.mkdir(exist_ok=True)
+    return directory / f"{service.name}.json"
+
+
+def start(cluster: Cluster, service: Service, *, python: str = sys.executable,
+          extra_args: tuple[str, ...] = (), timeout: float = 90) -> Running:
+    """Start one service (unless it runs already), register its APIService, wait until Available."""
+    record = _record(cluster, service)
+    if record.exists():
+        data = json.loads(record.read_text())
+        if _alive(data["pid"]):
+            return Running(service, data["pid"], data["port"], Path(data["log"]))
+    ca, cert = aggregation.serving_cert(cluster, service.name, NAMESPACE)
+    port = free_port()
+    log_file = cluster.logs_dir / f"{service.name}.log"
+    argv = [python, "-m", service.module, "--kubeconfig", str(cluster.kubeconfig),
+            "--bind-address", "127.0.0.1", "--secure-port", str(port),
+            "--tls-cert-file", str(cert.cert), "--tls-private-key-file", str(cert.key),
+            *service.extra_args, *extra_args]
+    with log_file.open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    record.write_text(json.dumps({"pid": proc.pid, "port": port, "log": str(log_file)}))
+    log(f"started {service.name} (pid {proc.pid}) on 127.0.0.1:{port}, log {log_file}")
+    aggregation.register(cluster, group=service.group, version=service.version, service=service.name,
+                         namespace=NAMESPACE, port=port, ca_bundle=ca.cert)
+    try:
+        aggregation.wait_available(cluster, service.group, service.version, timeout=timeout)
+    except ClusterError:
+        if not _alive(proc.pid):
+            tail = "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
+            raise ClusterError(f"{service.name} exited during start-up:\n{tail}") from None
+        raise
+    return Running(service, proc.pid, port, log_file)
+
+
+def stop(cluster: Cluster, service: Service) -> None:
+    record = _record(cluster, service)
+    if not record.exists():
+        return
+    pid = json.loads(record.read_text())["pid"]
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+    record.unlink(missing_ok=True)
+
+
+def available() -> list[Service]:
+    """The services whose package is importable (both, once the project is installed)."""
+    return [s for s in ALL if importlib.util.find_spec(f"{s.module}.__main__") is not None]
+
+
+def start_all(cluster: Cluster) -> list[Running]:
+    return [start(cluster, s) for s in available()]
+
+
+def stop_all(cluster: Cluster) -> None:
+    for service in ALL:
+        stop(cluster, service)

@@ -1,0 +1,1 @@
+"""helm_agl package."""

@@ -1,0 +1,67 @@
+"""Project sessions.  The names are the project's interface:
+
+- ``nox -s tests``  lint, type check, unit tier, integration tier (the README's test command)
+- ``nox -s up``     start the local control plane and both services, print the env to use them
+- ``nox -s down``   stop all of it
+- ``nox -s demo``   up + sample definitions + Applications, generated objects side by side
+- ``nox -s bench``  benchmarks of SPEC §8, reported as ratios
+- ``nox -s e2e``    kind-based end-to-end tier (skips where Docker/kind are missing)
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+PACKAGES = ["helm_agl", "tofu_agl", "shared", "deploy/local/localcluster"]
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Lint, type check, then the unit and integration tiers (builds the control plane if needed)."""
+    _install(session)
+    session.run("ruff", "check", *PACKAGES, "tests", "noxfile.py")
+    session.run("mypy", "--strict", "-p", "helm_agl", "-p", "tofu_agl", "-p", "shared", "-p", "localcluster")
+    session.run("python", "-m", "localcluster", "build")
+    session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *session.posargs)
+
+
+@nox.session(python="3.11")
+def up(session: nox.Session) -> None:
+    """Start (or keep) the local control plane and both services; prints KUBECONFIG and PATH."""
+    _install(session)
+    session.run("python", "-m", "localcluster", "up", *session.posargs)
+
+
+@nox.session(python="3.11")
+def down(session: nox.Session) -> None:
+    _install(session)
+    session.run("python", "-m", "localcluster", "down")
+
+
+@nox.session(python="3.11")
+def demo(session: nox.Session) -> None:
+    """The main job: both services on a local control plane, sample kinds, generated objects side by side."""
+    _install(session)
+    session.run("python", "-m", "localcluster", "up")
+    session.run("python", "-m", "localcluster.demo", *session.posargs)
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    _install(session)
+    session.run("python", "-m", "localcluster", "build")
+    session.run("python", "-m", "tests.bench", *session.posargs)
+
+
+@nox.session(python="3.11")
+def e2e(session: nox.Session) -> None:
+    """Real Flux and tofu-controller in kind; skipped with a reason where Docker or kind are missing."""
+    _install(session)
+    session.run("pytest", "-m", "e2e", "-ra", "tests/e2e", *session.posargs, success_codes=[0, 5])

@@ -1,0 +1,125 @@
+"""Kubernetes ``meta.k8s.io/v1 Status`` errors.
+
+Every failure a client can see is raised as :class:`ApiError` and rendered by the server as a
+``Status`` object, so kubectl prints the same messages it prints for built-in kinds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Cause = dict[str, str]
+
+
+class ApiError(Exception):
+    """An error that maps one-to-one onto a ``Status`` response."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        causes: list[Cause] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+        if causes:
+            self.details["causes"] = causes
+        if retry_after is not None:
+            self.details["retryAfterSeconds"] = retry_after
+        self.retry_after = retry_after
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _details(group: str, kind: str, name: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"group": group, "kind": kind}
+    if name:
+        out["name"] = name
+    return out
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def unauthorized(message: str = "Unauthorized") -> ApiError:
+    return ApiError(401, "Unauthorized", message)
+
+
+def forbidden(user: str, verb: str, resource: str, group: str, namespace: str | None, name: str | None) -> ApiError:
+    what = f'{resource}.{group} "{name}"' if name else f'{resource}.{group}'
+    scope = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    message = f'{what} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "{group}"{scope}'
+    return ApiError(403, "Forbidden", message, details=_details(group, resource, name))
+
+
+def not_found(group: str, resource: str, name: str) -> ApiError:
+    return ApiError(404, "NotFound", f'{resource}.{group} "{name}" not found', details=_details(group, resource, name))
+
+
+def method_not_allowed(message: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def not_acceptable(message: str) -> ApiError:
+    return ApiError(406, "NotAcceptable", message)
+
+
+def already_exists(group: str, resource: str, name: str) -> ApiError:
+    return ApiError(
+        409, "AlreadyExists", f'{resource}.{group} "{name}" already exists', details=_details(group, resource, name)
+    )
+
+
+def conflict(group: str, resource: str, name: str, why: str) -> ApiError:
+    message = f'Operation cannot be fulfilled on {resource}.{group} "{name}": {why}'
+    return ApiError(409, "Conflict", message, details=_details(group, resource, name))
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(413, "RequestEntityTooLarge", f"the request body exceeds the limit of {limit} bytes")
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format: "{content_type}"')
+
+
+def invalid(group: str, kind: str, name: str, causes: list[Cause]) -> ApiError:
+    summary = ", ".join(f"{c.get('field', '')}: {c['message']}".lstrip(": ") for c in causes)
+    message = f'{kind}.{group} "{name}" is invalid: {summary}'
+    return ApiError(422, "Invalid", message, details=_details(group, kind, name), causes=causes)
+
+
+def field_cause(field: str, message: str, reason: str = "FieldValueInvalid") -> Cause:
+    return {"reason": reason, "message": message, "field": field}
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(500, "InternalError", message)
+
+
+def unavailable(message: str, retry_after: int = 1) -> ApiError:
+    return ApiError(503, "ServiceUnavailable", message, retry_after=retry_after)

@@ -1,0 +1,130 @@
+"""The contract between the generic HTTP layer and a service's kinds.
+
+The HTTP layer (:mod:`shared.apiserver`) parses requests, authenticates, authorizes, negotiates
+content and renders errors; everything kind-specific happens behind :class:`Storage`, one
+instance per served resource.  This mirrors ``rest.Storage`` in ``k8s.io/apiserver``: the
+service decides what an object *is*, the toolkit decides how it is served.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One Table column (``meta.k8s.io/v1 TableColumnDefinition``)."""
+
+    name: str
+    type: str = "string"
+    description: str = ""
+    format: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """What discovery, OpenAPI and the router need to know about one resource."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    singular: str
+    #: OpenAPI v3 schema of the whole object (apiVersion, kind, metadata, spec, status);
+    #: must be structural.
+    schema: JSON
+    columns: tuple[Column, ...] = ()
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+@dataclass(frozen=True)
+class User:
+    """The identity the front proxy asserted (``X-Remote-*`` headers)."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    extra: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """Query parameters of list and watch requests, already parsed and validated."""
+
+    label_selector: str = ""
+    #: Only ``metadata.name`` / ``metadata.namespace`` requirements reach a storage, as
+    #: (field, operator, value) with operator one of "=", "!=".
+    field_selector: tuple[tuple[str, str, str], ...] = ()
+    limit: int | None = None
+    continue_token: str | None = None
+    resource_version: str | None = None
+    timeout_seconds: int | None = None
+    allow_bookmarks: bool = False
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Options shared by create, update, patch and delete."""
+
+    dry_run: bool = False
+    field_manager: str | None = None
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """Who is asking, for storages that need it (approval Events, audit in logs)."""
+
+    user: User
+    request_id: str = ""
+
+
+class Storage(Protocol):
+    """One served resource.  Objects in and out are full Kubernetes objects as JSON dicts.
+
+    Errors are raised as :class:`shared.errors.ApiError`.  The HTTP layer has already checked
+    authorization, the namespace in the URL against the body, apiVersion/kind of the body and the
+    body size; storages check everything that needs the kind's own rules.
+    """
+
+    info: ResourceInfo
+
+    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON: ...
+
+    async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
+        """Return a ``<Kind>List`` with ``metadata.resourceVersion`` and ``metadata.continue``."""
+        ...
+
+    def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
+        """Yield ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}`` events."""
+        ...
+
+    async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON: ...
+
+    async def update(
+        self, ctx: RequestContext, namespace: str, name: str, obj: JSON, options: WriteOptions
+    ) -> JSON:
+        """Replace the object; a stale ``metadata.resourceVersion`` must raise 409 Conflict."""
+        ...
+
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+        """Delete; return the object as it is after the delete was accepted."""
+        ...
+
+    def table_cells(self, obj: JSON) -> builtins.list[Any]:
+        """Cells for one Table row, in the order of ``info.columns``."""
+        ...

@@ -1,0 +1,29 @@
+"""Shared test helpers: paths to fixtures and to the reference statuses in ../shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _reference_dir() -> Path:
+    for candidate in (ROOT.parent / "shared" / "reference" / "status", ROOT / "tests" / "fixtures" / "reference"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("reference statuses not found next to the repository (../shared/reference/status)")
+
+
+@pytest.fixture(scope="session")
+def reference() -> Any:
+    """Load a reference document by file stem, e.g. ``reference("tf-status-pending")``."""
+
+    def load(stem: str) -> Any:
+        return yaml.safe_load((_reference_dir() / f"{stem}.yaml").read_text())
+
+    return load

@@ -1,0 +1,1 @@
+"""tofu_agl package."""
