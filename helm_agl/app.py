@@ -1,0 +1,39 @@
+"""helm_agl's wiring: the Helm-backed kinds, their storages and the definition reconciler."""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.kube import GVR, ObjectClient
+from shared.rest import ResourceInfo
+from shared.runtime import Build, Context, Wiring, login
+
+from . import translate
+from .definition import ApplicationDefinition
+from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
+from .registry import KindRegistry
+from .storage import ApplicationStorage
+
+COMPONENT = "helm-agl"
+HELMRELEASES = GVR(*translate.HR_GVR)
+
+
+def wiring(args: argparse.Namespace) -> Build:
+    """The build callback :func:`shared.runtime.run` calls once the shared context exists."""
+
+    async def build(ctx: Context) -> Wiring:
+        releases = ObjectClient(ctx.api, HELMRELEASES, field_manager=COMPONENT)
+        definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
+        ctx.server.serve_group_version(translate.GROUP, translate.VERSION)
+
+        def make_storage(defn: ApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
+            return ApplicationStorage(defn, info, releases, ctx.events)
+
+        async def kinds_changed() -> None:
+            await ctx.discovery_changed(translate.GROUP, translate.VERSION)
+
+        registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
+        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events)
+        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close)
+
+    return build

@@ -1,0 +1,161 @@
+"""The reconciler: ApplicationDefinition events -> served kinds, Accepted status, HelmRelease rollout.
+
+kopf delivers every definition event (including the initial listing); each one re-decides the
+registry, writes the ``Accepted`` condition where it changed, and rolls a changed, accepted
+definition out to the HelmReleases of its kind.  Deleting a definition never touches a
+HelmRelease: the kind just stops being served, so no user data is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+import kopf
+
+from shared import errors
+from shared.acceptance import Verdict, condition, set_condition
+from shared.errors import ApiError
+from shared.events import EventRecorder
+from shared.kube import GVR, ObjectClient
+
+from . import translate
+from .definition import ApplicationDefinition
+from .registry import KindRegistry
+
+log = logging.getLogger(__name__)
+
+DEFINITIONS = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
+#: HelmRelease writes in flight at once during a rollout.
+ROLLOUT_CONCURRENCY = 8
+#: Attempts per HelmRelease when a concurrent writer makes the patch conflict.
+ROLLOUT_ATTEMPTS = 5
+
+
+class DefinitionReconciler:
+    """Keeps the registry, the definitions' status and existing HelmReleases in line."""
+
+    def __init__(self, registry: KindRegistry, definitions: ObjectClient, releases: ObjectClient,
+                 events: EventRecorder) -> None:
+        self.registry = registry
+        self._definitions = definitions
+        self._releases = releases
+        self._events = events
+        self._lock = asyncio.Lock()
+        #: Definition name -> the generation last rolled out (so status writes do not re-trigger).
+        self._rolled_out: dict[str, int | None] = {}
+
+    async def on_event(self, event_type: str | None, body: dict[str, Any]) -> None:
+        """Handle one definition event; serialised so verdicts are decided on a consistent set."""
+        async with self._lock:
+            name = body.get("metadata", {}).get("name", "")
+            if event_type == "DELETED":
+                self.registry.remove(name)
+                self._rolled_out.pop(name, None)
+                await self._sync({})
+                return
+            try:
+                self.registry.upsert(body)
+            except ValueError as exc:
+                self.registry.remove(name)
+                await self._events.record(body, "Warning", "Malformed", f"definition cannot be parsed: {exc}")
+                await self._sync({})
+                return
+            await self._sync({name: body})
+
+    async def _sync(self, fresh: dict[str, dict[str, Any]]) -> None:
+        verdicts = await self.registry.sync()
+        for name, verdict in verdicts.items():
+            defn = self.registry.definitions[name]
+            await self._write_status(defn, verdict, fresh.get(name))
+            if verdict.accepted and self._rolled_out.get(name, -1) != defn.generation:
+                self._rolled_out[name] = defn.generation
+                await self.rollout(defn)
+
+    async def _write_status(self, defn: ApplicationDefinition, verdict: Verdict, body: dict[str, Any] | None) -> None:
+        status = defn.status or {}
+        previous = status.get("conditions") or []
+        now = datetime.datetime.now(datetime.UTC)
+        new = condition(verdict, defn.generation, previous, now)
+        old = next((c for c in previous if c.get("type") == new["type"]), None)
+        unchanged = old is not None and all(old.get(k) == new.get(k) for k in ("status", "reason", "message",
+                                                                                "observedGeneration"))
+        if unchanged and status.get("observedGeneration") == defn.generation:
+            return
+        patch = {"status": {"observedGeneration": defn.generation, "conditions": set_condition(previous, new)}}
+        try:
+            await self._definitions.patch_merge(None, defn.name, patch, subresource="status")
+        except ApiError as exc:
+            log.warning("could not write definition status", extra={"definition": defn.name, "error": exc.message})
+            return
+        if old is None or old.get("status") != new["status"] or old.get("reason") != new["reason"]:
+            kind = "Normal" if verdict.accepted else "Warning"
+            await self._events.record(defn.to_object(), kind, verdict.reason, verdict.message)
+
+    async def rollout(self, defn: ApplicationDefinition) -> tuple[int, int, int]:
+        """Patch every HelmRelease of ``defn``'s kind; returns (patched, unchanged, failed)."""
+        try:
+            listing = await self._releases.list_all(None, translate.label_selector_for(defn))
+        except ApiError as exc:
+            await self._events.record(defn.to_object(), "Warning", "RolloutFailed", f"cannot list: {exc.message}")
+            return 0, 0, 0
+        releases = listing.get("items") or []
+        gate = asyncio.Semaphore(ROLLOUT_CONCURRENCY)
+
+        async def one(hr: dict[str, Any]) -> str:
+            async with gate:
+                return await self._patch_one(defn, hr)
+
+        outcomes = await asyncio.gather(*(one(hr) for hr in releases))
+        patched, unchanged = outcomes.count("patched"), outcomes.count("unchanged")
+        failed = len(outcomes) - patched - unchanged
+        if releases:
+            message = (f"rolled out generation {defn.generation} to {len(releases)} HelmRelease(s): "
+                       f"{patched} patched, {unchanged} already up to date, {failed} failed")
+            await self._events.record(defn.to_object(), "Warning" if failed else "Normal", "RolledOut", message)
+        log.info("rollout done", extra={"definition": defn.name, "patched": patched, "unchanged": unchanged,
+                                        "failed": failed})
+        return patched, unchanged, failed
+
+    async def _patch_one(self, defn: ApplicationDefinition, hr: dict[str, Any]) -> str:
+        meta = hr["metadata"]
+        for _attempt in range(ROLLOUT_ATTEMPTS):
+            patch = translate.rollout_patch(defn, hr)
+            if patch is None:
+                return "unchanged"
+            try:
+                await self._releases.patch_merge(meta["namespace"], meta["name"], patch)
+                return "patched"
+            except ApiError as exc:
+                if exc.code == 404:
+                    return "unchanged"
+                if exc.code != 409:
+                    log.warning("rollout patch failed", extra={"helmrelease": f"{meta['namespace']}/{meta['name']}",
+                                                               "error": exc.message})
+                    return "failed"
+            # Someone else wrote in between: read it again and recompute (the patch carries the RV).
+            try:
+                hr = await self._releases.get(meta["namespace"], meta["name"])
+            except ApiError:
+                return "failed"
+        return "failed"
+
+
+def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.OperatorRegistry:
+    """kopf handlers of this service, in a registry of its own (nothing global)."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)  # type: ignore[misc]
+    def _login(**_: Any) -> Any:
+        return login()
+
+    @kopf.on.event(DEFINITIONS.group, DEFINITIONS.version, DEFINITIONS.plural, registry=registry)  # type: ignore[misc]
+    async def _definition_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+        await reconciler.on_event(event.get("type"), dict(body))
+
+    return registry
+
+
+__all__ = ["DEFINITIONS", "DefinitionReconciler", "errors", "operator_registry"]

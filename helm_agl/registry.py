@@ -1,0 +1,127 @@
+"""The live set of Helm-backed kinds: which definitions are accepted and which kinds are served.
+
+Acceptance of one definition depends on the others (kind names must not collide), so every
+change re-decides all of them; the served set in :class:`shared.apiserver.ApiServer` is then
+brought in line, which is what makes kinds appear and disappear without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.acceptance import Verdict
+from shared.rest import JSON, ResourceInfo, Storage
+from shared.schema import structural
+
+from . import translate
+from .definition import ApplicationDefinition, acceptance
+
+log = logging.getLogger(__name__)
+
+StorageFactory = Callable[[ApplicationDefinition, ResourceInfo], Any]
+
+
+def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
+    """Discovery and OpenAPI facts for the kind ``defn`` publishes."""
+    spec_schema = structural(defn.schema) if defn.schema else {"type": "object"}
+    schema: JSON = {
+        "type": "object",
+        "description": f"{defn.kind} is an application served by the Helm-backed AGL "
+        f"(ApplicationDefinition {defn.name}).",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": {
+                "type": "object",
+                "description": "Projected from the HelmRelease.",
+                "properties": {
+                    "version": {"type": "string", "description": "The chart revision last attempted."},
+                    "conditions": {"type": "array", "items": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}},
+                },
+            },
+        },
+    }
+    return ResourceInfo(
+        group=translate.GROUP, version=translate.VERSION, kind=defn.kind, plural=defn.plural,
+        singular=defn.singular, schema=schema, columns=translate.COLUMNS, categories=("cozystack",),
+    )
+
+
+@dataclass
+class Served:
+    definition: ApplicationDefinition
+    storage: Any
+
+
+class KindRegistry:
+    """Definitions by name, their verdicts, and the storages of the accepted ones."""
+
+    def __init__(self, register: Callable[[Storage], None], unregister: Callable[[str, str, str], None],
+                 make_storage: StorageFactory, kinds_changed: Callable[[], Awaitable[None]]) -> None:
+        self._kinds_changed = kinds_changed
+        self._register = register
+        self._unregister = unregister
+        self._make_storage = make_storage
+        self.definitions: dict[str, ApplicationDefinition] = {}
+        self.verdicts: dict[str, Verdict] = {}
+        self.served: dict[str, Served] = {}
+
+    def upsert(self, obj: JSON) -> ApplicationDefinition:
+        defn = ApplicationDefinition.from_object(obj)
+        self.definitions[defn.name] = defn
+        return defn
+
+    def remove(self, name: str) -> None:
+        self.definitions.pop(name, None)
+        self.verdicts.pop(name, None)
+
+    def accepted(self, name: str) -> ApplicationDefinition | None:
+        served = self.served.get(name)
+        return served.definition if served else None
+
+    async def sync(self) -> dict[str, Verdict]:
+        """Re-decide every definition and serve exactly the accepted kinds; returns all verdicts."""
+        defs = list(self.definitions.values())
+        before = {name: served.storage.info for name, served in self.served.items()}
+        self.verdicts = {d.name: acceptance(d, defs) for d in defs}
+        for name in list(self.served):
+            current = self.definitions.get(name)
+            served = self.served[name]
+            if current is None or not self.verdicts[name].accepted or _changed(served.definition, current):
+                await self._stop(name)
+        for defn in defs:
+            if self.verdicts[defn.name].accepted and defn.name not in self.served:
+                storage = self._make_storage(defn, resource_info(defn))
+                storage.start()
+                self._register(storage)
+                self.served[defn.name] = Served(defn, storage)
+                log.info("serving kind", extra={"kind": defn.kind, "plural": defn.plural, "definition": defn.name})
+        if before != {name: served.storage.info for name, served in self.served.items()}:
+            await self._kinds_changed()
+        return dict(self.verdicts)
+
+    async def _stop(self, name: str) -> None:
+        served = self.served.pop(name)
+        info = served.storage.info
+        self._unregister(info.group, info.version, info.plural)
+        await served.storage.stop()
+        log.info("stopped serving kind", extra={"kind": info.kind, "definition": name})
+
+    async def close(self) -> None:
+        for name in list(self.served):
+            await self._stop(name)
+
+
+def _changed(old: ApplicationDefinition, new: ApplicationDefinition) -> bool:
+    """Whether the served kind must be rebuilt (spec or the release annotations changed)."""
+    before, after = old.to_object(), new.to_object()
+    return bool(
+        before.get("spec") != after.get("spec")
+        or before.get("metadata", {}).get("annotations") != after.get("metadata", {}).get("annotations")
+    )

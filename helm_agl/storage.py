@@ -1,0 +1,208 @@
+"""The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
+
+Reads (get, list) go to kube-apiserver so they are as consistent as the backing object itself;
+watches are served from one :class:`shared.informer.Informer` per kind, so any number of
+``kubectl get -w`` share one upstream watch and survive a kube-apiserver restart.  Every write
+is checked here first (name, spec shape, schema) so a bad request never reaches the HelmRelease.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from shared import errors, selectors
+from shared.errors import ApiError
+from shared.events import EventRecorder
+from shared.informer import Informer
+from shared.kube import ObjectClient
+from shared.rest import JSON, ListOptions, RequestContext, ResourceInfo, WriteOptions
+
+from . import translate
+from .definition import ApplicationDefinition
+
+log = logging.getLogger(__name__)
+
+
+class ApplicationStorage:
+    """:class:`shared.rest.Storage` for the kind one ApplicationDefinition publishes."""
+
+    def __init__(
+        self,
+        definition: ApplicationDefinition,
+        info: ResourceInfo,
+        releases: ObjectClient,
+        events: EventRecorder,
+    ) -> None:
+        self.definition = definition
+        self.info = info
+        self._releases = releases
+        self._events = events
+        self._informer = Informer(
+            releases, label_selector=translate.label_selector_for(definition), name=f"helmreleases/{info.kind}"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._informer.start()
+
+    async def stop(self) -> None:
+        await self._informer.stop()
+
+    # ------------------------------------------------------------------ helpers
+    def _not_found(self, name: str) -> ApiError:
+        return errors.not_found(self.info.group, self.info.plural, name)
+
+    def _to_app(self, hr: JSON) -> JSON | None:
+        return translate.from_helmrelease(self.definition, hr)
+
+    def _backing_selector(self, options: ListOptions) -> str:
+        user = selectors.translate_keys(options.label_selector, translate.translate_user_selector_key)
+        return ",".join(s for s in (translate.label_selector_for(self.definition), selectors.render(user)) if s)
+
+    def _backing_fields(self, options: ListOptions) -> str:
+        backing = tuple(
+            (field, op, translate.release_name(self.definition, value) if field == "metadata.name" else value)
+            for field, op, value in options.field_selector
+        )
+        return selectors.render_field_selector(backing)
+
+    def _rename(self, exc: ApiError, name: str) -> ApiError:
+        """Speak of the Application, not the HelmRelease, for errors a user can act on."""
+        if exc.code == 404:
+            return self._not_found(name)
+        if exc.reason == "AlreadyExists":
+            return errors.already_exists(self.info.group, self.info.plural, name)
+        if exc.code == 409:
+            return errors.conflict(
+                self.info.group, self.info.plural, name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        return exc
+
+    async def _live(self, namespace: str, name: str) -> JSON:
+        try:
+            hr = await self._releases.get(namespace, translate.release_name(self.definition, name))
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        if not translate.is_application_release(self.definition, hr):
+            raise self._not_found(name)
+        return hr
+
+    async def _event(self, app: JSON, reason: str, message: str, type_: str = "Normal") -> None:
+        await self._events.record(app, type_, reason, message)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ reads
+    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        app = self._to_app(await self._live(namespace, name))
+        if app is None:
+            raise self._not_found(name)
+        return app
+
+    async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
+        page = await self._releases.list(
+            namespace,
+            label_selector=self._backing_selector(options),
+            field_selector=self._backing_fields(options),
+            limit=options.limit,
+            continue_token=options.continue_token,
+            resource_version=options.resource_version,
+        )
+        items = [app for hr in page.get("items") or [] if (app := self._to_app(hr)) is not None]
+        meta = page.get("metadata") or {}
+        list_meta = {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k)}
+        return {"apiVersion": self.info.api_version, "kind": self.info.list_kind, "metadata": list_meta,
+                "items": items}
+
+    async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
+        user_selector = selectors.parse_label_selector(options.label_selector)
+        visible: set[tuple[str, str]] = set()
+        subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks)
+        try:
+            async for event in subscription:
+                kind, hr = event["type"], event["object"]
+                if kind == "BOOKMARK":
+                    yield {"type": kind, "object": {"apiVersion": self.info.api_version, "kind": self.info.kind,
+                                                    "metadata": hr.get("metadata", {})}}
+                    continue
+                app = self._to_app(hr)
+                if app is None:
+                    continue
+                meta = app["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                if namespace and key[0] != namespace:
+                    continue
+                matches = selectors.matches(user_selector, meta.get("labels") or {}) and selectors.field_matches(
+                    options.field_selector, app
+                )
+                if kind == "DELETED":
+                    if key in visible or matches:
+                        visible.discard(key)
+                        yield {"type": "DELETED", "object": app}
+                elif matches:
+                    yield {"type": "MODIFIED" if key in visible and kind != "ADDED" else kind, "object": app}
+                    visible.add(key)
+                elif key in visible:
+                    # It stopped matching the selector: to this watcher it is gone.
+                    visible.discard(key)
+                    yield {"type": "DELETED", "object": app}
+        except ApiError as exc:
+            yield {"type": "ERROR", "object": exc.status()}
+        finally:
+            await subscription.aclose()
+
+    # ------------------------------------------------------------------ writes
+    async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
+        translate.validate_application(self.definition, obj)
+        name = obj["metadata"]["name"]
+        hr = translate.to_helmrelease(self.definition, {**obj, "metadata": {**obj["metadata"], "namespace": namespace}})
+        try:
+            created = await self._releases.create(namespace, hr, dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        app = self._to_app(created) or {}
+        if not options.dry_run:
+            await self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
+        return app
+
+    async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
+                     options: WriteOptions) -> JSON:
+        existing = await self._live(namespace, name)
+        wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != existing["metadata"].get("resourceVersion"):
+            raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
+        translate.validate_application(self.definition, obj, check_name=False)
+        app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
+        hr = translate.to_helmrelease(self.definition, app_in, existing=existing)
+        hr["metadata"]["resourceVersion"] = wanted_rv or existing["metadata"]["resourceVersion"]
+        try:
+            updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        app = self._to_app(updated) or {}
+        if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
+            "resourceVersion"
+        ):
+            await self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
+        return app
+
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+        existing = await self._live(namespace, name)
+        try:
+            result = await self._releases.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        # kube-apiserver answers with the object when finalizers keep it (it now has a
+        # deletionTimestamp) and with a Status when it is gone at once.
+        if result.get("kind") == translate.HR_KIND:
+            return self._to_app(result) or {}
+        app = self._to_app(existing) or {}
+        if not options.dry_run:
+            await self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
+        return app
+
+    # ------------------------------------------------------------------ table
+    def table_cells(self, obj: JSON) -> builtins.list[Any]:
+        return translate.table_cells(obj)

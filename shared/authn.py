@@ -1,0 +1,159 @@
+"""Front-proxy ("request-header") authentication, as aggregated API servers must do it.
+
+kube-apiserver authenticates the end user itself and forwards the identity in ``X-Remote-*``
+headers over a TLS connection on which it presents its front-proxy client certificate.  Those
+headers are only trustworthy when that certificate verified against the request-header CA and,
+when kube-apiserver publishes a list of allowed names, its CN is one of them; anybody else could
+simply write the headers.  The CA, the allowed names and the header names are published in
+ConfigMap ``kube-system/extension-apiserver-authentication``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from aiohttp import web
+
+from shared import errors
+from shared.rest import User
+
+log = logging.getLogger(__name__)
+
+CONFIGMAP_NAMESPACE = "kube-system"
+CONFIGMAP_NAME = "extension-apiserver-authentication"
+
+#: A certificate as ``ssl.SSLSocket.getpeercert()`` returns it (the parsed, verified form).
+PeerCert = Mapping[str, Any]
+
+
+def _json_list(data: Mapping[str, str], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = data.get(key)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{key} in {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} is not a JSON list: {exc}"
+        ) from exc
+    if value is None:
+        return default
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{key} in {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} must be a JSON list of strings")
+    return tuple(value)
+
+
+def common_name(peercert: PeerCert) -> str | None:
+    """The subject CN of a ``getpeercert()`` dict (subject is a tuple of RDNs of (key, value) pairs)."""
+    for rdn in peercert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+def _header_items(headers: Mapping[str, str]) -> Iterable[tuple[str, str]]:
+    # multidict's items() yields every occurrence of a repeated header, a plain dict one each.
+    return headers.items()
+
+
+@dataclass(frozen=True)
+class RequestHeaderConfig:
+    """What the front proxy is and which headers carry the identity."""
+
+    client_ca: str | None
+    allowed_names: tuple[str, ...] = ()
+    username_headers: tuple[str, ...] = ("X-Remote-User",)
+    group_headers: tuple[str, ...] = ("X-Remote-Group",)
+    extra_headers_prefixes: tuple[str, ...] = ("X-Remote-Extra-",)
+
+    @classmethod
+    def from_configmap_data(cls, data: Mapping[str, str]) -> RequestHeaderConfig:
+        """Build the config from the ConfigMap's ``data``; list values are JSON-encoded strings."""
+        ca = data.get("requestheader-client-ca-file") or None
+        return cls(
+            client_ca=ca,
+            allowed_names=_json_list(data, "requestheader-allowed-names", ()),
+            username_headers=_json_list(data, "requestheader-username-headers", ("X-Remote-User",)),
+            group_headers=_json_list(data, "requestheader-group-headers", ("X-Remote-Group",)),
+            extra_headers_prefixes=_json_list(
+                data, "requestheader-extra-headers-prefix", ("X-Remote-Extra-",)
+            ),
+        )
+
+    def authenticate(self, peercert: PeerCert | None, headers: Mapping[str, str]) -> User:
+        """Return the asserted user, or raise 401 if the request did not come from the front proxy.
+
+        ``peercert`` must be the *verified* certificate (``transport.get_extra_info("peercert")``):
+        Python returns ``None`` without a certificate and an empty dict for an unverified one.
+        """
+        if not self.client_ca:
+            raise errors.unauthorized("request-header authentication is not configured (no client CA)")
+        if not peercert:
+            raise errors.unauthorized("no verified front-proxy client certificate")
+        if self.allowed_names:
+            cn = common_name(peercert)
+            if cn not in self.allowed_names:
+                raise errors.unauthorized(f"client certificate CN {cn!r} is not an allowed front-proxy name")
+        items = list(_header_items(headers))
+        username = ""
+        for wanted in self.username_headers:
+            username = next((v.strip() for k, v in items if k.lower() == wanted.lower() and v.strip()), "")
+            if username:
+                break
+        if not username:
+            raise errors.unauthorized("the front proxy did not send a user name")
+        group_keys = {h.lower() for h in self.group_headers}
+        groups = tuple(v for k, v in items if k.lower() in group_keys and v != "")
+        prefixes = tuple(p.lower() for p in self.extra_headers_prefixes)
+        extra: dict[str, list[str]] = {}
+        for key, value in items:
+            lowered = key.lower()
+            for prefix in prefixes:
+                if lowered.startswith(prefix) and len(lowered) > len(prefix):
+                    # Keys are percent-encoded by the proxy because header names are restricted.
+                    extra_key = unquote(key[len(prefix) :]).lower()
+                    extra.setdefault(extra_key, []).append(value)
+                    break
+        return User(name=username, groups=groups, extra={k: tuple(v) for k, v in extra.items()})
+
+
+class FrontProxyAuthenticator:
+    """The authenticator :class:`shared.apiserver.ApiServer` calls for each request.
+
+    ``config`` may be replaced at any time (e.g. after re-reading the ConfigMap); requests that
+    start afterwards use the new one.
+    """
+
+    def __init__(self, config: RequestHeaderConfig) -> None:
+        self.config = config
+
+    def __call__(self, request: web.Request) -> User:
+        transport = request.transport
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
+        return self.config.authenticate(peercert, request.headers)
+
+
+async def load_request_header_config(api_client: Any) -> RequestHeaderConfig:
+    """Read ``kube-system/extension-apiserver-authentication`` with the service's own identity.
+
+    Needs the ``extension-apiserver-authentication-reader`` Role in kube-system.
+    """
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(api_client)
+    cm = await core.read_namespaced_config_map(CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+    data: dict[str, str] = dict(cm.data or {})
+    config = RequestHeaderConfig.from_configmap_data(data)
+    if not config.client_ca:
+        log.warning(
+            "no requestheader-client-ca-file in %s/%s: every request will be rejected",
+            CONFIGMAP_NAMESPACE,
+            CONFIGMAP_NAME,
+        )
+    return config

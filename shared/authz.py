@@ -1,0 +1,163 @@
+"""Delegated authorization: ask kube-apiserver (SubjectAccessReview) whether the user may do it.
+
+Aggregated servers do not hold RBAC themselves; kube-apiserver's authorizer chain is the one
+source of truth.  One review per request would double the latency of every call, so decisions
+are cached briefly (allowed 10 s, denied 5 s, like kube's webhook authorizer defaults keep
+revocations effective quickly) and concurrent identical questions share one review.  Anything
+that prevents a review from completing denies the request: failing open would hand out access.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from shared.rest import User
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ResourceAttributes:
+    """What is being done to which resource (``resourceAttributes`` of a SubjectAccessReview)."""
+
+    verb: str
+    group: str
+    version: str
+    resource: str
+    namespace: str | None = None
+    name: str | None = None
+    subresource: str = ""
+
+
+#: Answers one review: True if allowed.  Raising means "could not decide".
+ReviewFunction = Callable[[User, ResourceAttributes], Awaitable[bool]]
+
+_Key = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], ResourceAttributes]
+
+
+def _key(user: User, attrs: ResourceAttributes) -> _Key:
+    extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
+    return (user.name, tuple(sorted(user.groups)), extra, attrs)
+
+
+class Authorizer:
+    """Cached, fail-closed SubjectAccessReview authorizer."""
+
+    def __init__(
+        self,
+        review: ReviewFunction,
+        *,
+        allowed_ttl: float = 10.0,
+        denied_ttl: float = 5.0,
+        max_entries: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._review = review
+        self._allowed_ttl = allowed_ttl
+        self._denied_ttl = denied_ttl
+        self._max_entries = max_entries
+        self._clock = clock
+        self._cache: OrderedDict[_Key, tuple[bool, float]] = OrderedDict()
+        self._inflight: dict[_Key, asyncio.Future[bool]] = {}
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def _cached(self, key: _Key) -> bool | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        allowed, expires = entry
+        if self._clock() >= expires:
+            del self._cache[key]
+            return None
+        self._cache.move_to_end(key)
+        return allowed
+
+    def _store(self, key: _Key, allowed: bool) -> None:
+        ttl = self._allowed_ttl if allowed else self._denied_ttl
+        self._cache[key] = (allowed, self._clock() + ttl)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._max_entries:
+            self._cache.popitem(last=False)
+
+    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool:
+        """True if ``user`` may perform ``attrs``; False when denied or when the review failed."""
+        key = _key(user, attrs)
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            try:
+                allowed = bool(await self._review(user, attrs))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "SubjectAccessReview failed; denying",
+                    extra={"user": user.name, "verb": attrs.verb, "resource": attrs.resource},
+                )
+                allowed = False  # fail closed, and do not cache: the next request asks again
+            else:
+                self._store(key, allowed)
+            future.set_result(allowed)
+            return allowed
+        finally:
+            if not future.done():
+                future.set_result(False)
+            self._inflight.pop(key, None)
+
+
+def review_body(user: User, attrs: ResourceAttributes) -> dict[str, Any]:
+    """The ``authorization.k8s.io/v1 SubjectAccessReview`` sent for one question."""
+    resource: dict[str, Any] = {
+        "verb": attrs.verb,
+        "group": attrs.group,
+        "version": attrs.version,
+        "resource": attrs.resource,
+    }
+    if attrs.namespace:
+        resource["namespace"] = attrs.namespace
+    if attrs.name:
+        resource["name"] = attrs.name
+    if attrs.subresource:
+        resource["subresource"] = attrs.subresource
+    spec: dict[str, Any] = {"resourceAttributes": resource, "user": user.name, "groups": list(user.groups)}
+    if user.extra:
+        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+
+
+def subject_access_review(api_client: Any) -> ReviewFunction:
+    """A :data:`ReviewFunction` backed by kube-apiserver (needs ``system:auth-delegator``)."""
+    from kubernetes_asyncio import client
+
+    api = client.AuthorizationV1Api(api_client)
+
+    async def review(user: User, attrs: ResourceAttributes) -> bool:
+        # The client serialises plain dicts as they are; the model classes add nothing here.
+        result = await api.create_subject_access_review(cast(Any, review_body(user, attrs)))
+        status = result.status
+        if status is None:
+            raise RuntimeError("SubjectAccessReview came back without a status")
+        if getattr(status, "evaluation_error", None):
+            log.warning("SubjectAccessReview evaluation error: %s", status.evaluation_error)
+        return bool(status.allowed) and not bool(getattr(status, "denied", False))
+
+    return review
+
+
+def from_api_client(api_client: Any, **kwargs: Any) -> Authorizer:
+    """Convenience: a cached authorizer doing real SubjectAccessReviews through ``api_client``."""
+    return Authorizer(subject_access_review(api_client), **kwargs)

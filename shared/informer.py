@@ -1,0 +1,548 @@
+"""A watch-backed cache of one resource, with a replayable event history.
+
+It plays two roles at once, the way client-go's reflector and kube-apiserver's watch cache do:
+
+* a *cache*: an initial list, then a watch from the list's resourceVersion, keeps every current
+  object in memory so gets and lists of the served kinds do not cost a kube round trip;
+* a *watch source*: the last N events are retained with their resourceVersions, so a client of
+  the aggregated API that watches from resourceVersion X gets exactly the events after X, or a
+  410 when X is older than what is retained -- the contract kubectl and informers rely on.
+
+When the upstream watch breaks (kube-apiserver restarted, 410, network), the cache lists again and
+emits the *difference* between what it held and what the new list says as synthetic
+ADDED/MODIFIED/DELETED events, so downstream watchers neither miss a change nor see one twice.
+
+Ordering resourceVersions.  The API treats resourceVersions as opaque strings, and this module
+compares them for equality wherever that suffices (e.g. "did this object change?").  It must also
+*order* them: to replay history after a client's RV, to detect an RV older than the retained
+history, and to assign RVs to synthetic DELETED events.  For one resource served by
+kube-apiserver, resourceVersions are etcd revisions -- one global, strictly increasing integer
+per etcd cluster -- so comparing them as integers is exact.  If a relist ever observes the RV
+going *backwards* (etcd was replaced), the history is meaningless: every subscriber is closed
+with 410 and the history starts over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import random
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NamedTuple
+
+from shared import errors
+from shared.errors import ApiError
+from shared.kube import ObjectClient
+
+JSON = dict[str, Any]
+Key = tuple[str, str]
+ListFn = Callable[[], Awaitable[JSON]]
+WatchFn = Callable[[str], AsyncIterator[JSON]]
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+
+class _Record(NamedTuple):
+    rv: int
+    type: str
+    obj: JSON
+
+
+def clone(value: Any) -> Any:
+    """Deep copy of JSON data; several times faster than ``copy.deepcopy`` (no memo)."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def _meta(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _key(obj: JSON) -> Key:
+    meta = _meta(obj)
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _rv_str(obj: JSON) -> str:
+    return str(_meta(obj).get("resourceVersion") or "")
+
+
+def parse_rv(rv: str) -> int:
+    """The integer behind a kube resourceVersion (an etcd revision); ValueError if it is not one."""
+    value = int(rv)
+    if value < 0 or not rv.isdigit():
+        raise ValueError(f"invalid resource version {rv!r}")
+    return value
+
+
+class _Reset(Exception):
+    """The upstream state cannot be reconciled with the history; subscribers must re-list."""
+
+
+class Informer:
+    """Cache and replayable watch of one resource (optionally one namespace / label selector).
+
+    Either pass an :class:`ObjectClient` or inject ``list_fn``/``watch_fn`` (tests, other
+    sources): ``list_fn()`` returns a full list ``{"items": [...], "metadata": {"resourceVersion"}}``
+    and ``watch_fn(rv)`` yields raw ``{"type", "object"}`` events after ``rv`` until the stream
+    ends, raising on failure.
+
+    Objects held by the cache are shared; :meth:`get`/:meth:`list` return copies by default and
+    subscription events always carry copies, so callers may mutate what they receive.
+    """
+
+    def __init__(
+        self,
+        client: ObjectClient | None = None,
+        *,
+        namespace: str | None = None,
+        label_selector: str = "",
+        list_fn: ListFn | None = None,
+        watch_fn: WatchFn | None = None,
+        history_size: int = 1000,
+        queue_size: int = 1000,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        name: str = "",
+    ) -> None:
+        if list_fn is None or watch_fn is None:
+            if client is None:
+                raise ValueError("Informer needs an ObjectClient or both list_fn and watch_fn")
+            oc = client
+
+            async def default_list() -> JSON:
+                return await oc.list_all(namespace, label_selector, page_size=page_size)
+
+            def default_watch(rv: str) -> AsyncIterator[JSON]:
+                return oc.watch(
+                    namespace, label_selector, rv, timeout_seconds=watch_timeout, allow_bookmarks=True
+                )
+
+            list_fn = list_fn or default_list
+            watch_fn = watch_fn or default_watch
+        self.name = name or (client.gvr.plural if client else "informer")
+        self._list_fn: ListFn = list_fn
+        self._watch_fn: WatchFn = watch_fn
+        self._history: deque[_Record] = deque(maxlen=max(history_size, 1))
+        self._max_q = max(queue_size, 1)
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._objects: dict[Key, JSON] = {}
+        self._rv = ""
+        self._rv_int = 0
+        #: Smallest RV a subscriber may resume from: every event after it is still in history.
+        self._horizon = 0
+        self._list_meta: JSON = {}
+        self._subs: set[Subscription] = set()
+        #: Subscriptions still waiting for the first list (so stop() can end them too).
+        self._waiting: set[Subscription] = set()
+        self._synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start listing and watching in a background task (idempotent)."""
+        self._stopped = False
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"informer:{self.name}")
+
+    async def stop(self) -> None:
+        """Stop the background task and end every subscription (subscribers see end-of-stream)."""
+        self._stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for sub in list(self._subs) + list(self._waiting):
+            sub._finish(None)
+        self._subs.clear()
+
+    async def wait_synced(self) -> None:
+        """Wait for the first successful list (bound it with ``asyncio.timeout`` if needed)."""
+        await self._synced.wait()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (from a list, an event or a bookmark)."""
+        return self._rv
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, namespace: str | None, name: str, *, copy: bool = True) -> JSON | None:
+        obj = self._objects.get((namespace or "", name))
+        if obj is None:
+            return None
+        return clone(obj) if copy else obj
+
+    def list(self, namespace: str | None = None, *, copy: bool = True) -> list[JSON]:
+        """Current objects, sorted by (namespace, name) as kube-apiserver lists them."""
+        keys = sorted(k for k in self._objects if namespace is None or k[0] == (namespace or ""))
+        objs = [self._objects[k] for k in keys]
+        return [clone(o) for o in objs] if copy else objs
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(self, resource_version: str | None = None, *, bookmarks: bool = False) -> Subscription:
+        """Events after ``resource_version``; None/""/"0" means current state as ADDED, then live.
+
+        Iterating raises ``ApiError`` 410 when the RV is older than the retained history, or
+        later when the subscriber fell too far behind; the caller ends its watch with an ERROR
+        event carrying that Status, and the client re-lists.
+        """
+        return Subscription(self, resource_version, bookmarks, self._max_q)
+
+    def _register(self, sub: Subscription) -> None:
+        """Attach ``sub``: queue what it missed, then live events.  Synchronous on purpose --
+        no event can slip in between the replay snapshot and the registration."""
+        if self._stopped:
+            sub._finish(None)
+            return
+        rv = sub.start_rv
+        if rv in (None, "", "0"):
+            snapshot = sorted(self._objects.values(), key=_rv_sort_key)
+            sub._replay.extend((ADDED, o) for o in snapshot)
+            sub.min_rv = self._rv_int
+        else:
+            try:
+                want = parse_rv(rv)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{rv}"') from None
+            if want < self._horizon:
+                raise errors.gone(f"too old resource version: {rv} ({self._horizon})")
+            sub._replay.extend((r.type, r.obj) for r in self._history if r.rv > want)
+            sub.min_rv = max(want, self._rv_int)
+        if sub.bookmarks and self._rv and sub.min_rv == self._rv_int:
+            sub._replay.append((BOOKMARK, self._bookmark_object(self._rv)))
+        self._subs.add(sub)
+
+    def _unregister(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def _broadcast(self, type_: str, obj: JSON, rv: int) -> None:
+        for sub in list(self._subs):
+            if type_ == BOOKMARK and not sub.bookmarks:
+                continue
+            if type_ != BOOKMARK and rv <= sub.min_rv:
+                continue
+            if not sub._offer((type_, obj)):
+                log.info("%s: a subscriber fell %d events behind; closing it (410)", self.name, self._max_q)
+                self._subs.discard(sub)
+                sub._finish(errors.gone("the watch fell too far behind; list again and re-watch"))
+
+    def _bookmark_object(self, rv: str) -> JSON:
+        obj: JSON = {"metadata": {"resourceVersion": rv}}
+        kind = str(self._list_meta.get("kind") or "")
+        if kind.endswith("List"):
+            obj["kind"] = kind[: -len("List")]
+        if self._list_meta.get("apiVersion"):
+            obj["apiVersion"] = self._list_meta["apiVersion"]
+        return obj
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        """List, then watch from the list's RV; re-watch when a watch ends, re-list on failure.
+
+        Failures back off exponentially (with jitter, capped); any progress resets the backoff.
+        """
+        loop = asyncio.get_running_loop()
+        backoff = self._backoff_initial
+        need_list = True
+        while True:
+            started = loop.time()
+            progressed = failed = False
+            try:
+                if need_list:
+                    await self._relist()
+                    need_list = False
+                progressed, need_list = await self._watch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("%s: list/watch failed (%s); retrying in ~%.1fs", self.name, exc, backoff)
+                need_list = failed = True
+            if progressed:
+                backoff = self._backoff_initial
+            elif failed or loop.time() - started < 1.0:
+                # Also a watch that ends at once without events: it must not become a busy loop.
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, self._backoff_max)
+
+    async def _watch_once(self) -> tuple[bool, bool]:
+        """One upstream watch from the current RV: (applied any event, must re-list)."""
+        progressed = False
+        stream = self._watch_fn(self._rv)
+        try:
+            async for event in stream:
+                type_ = event.get("type")
+                if type_ == ERROR:
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        log.info("%s: watch expired (%s); re-listing", self.name, status.get("message"))
+                        return progressed, True
+                    raise ApiError(
+                        int(status.get("code") or 500),
+                        str(status.get("reason") or "InternalError"),
+                        str(status.get("message") or "watch error"),
+                    )
+                if type_:
+                    self._apply(event)
+                    progressed = True
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return progressed, False
+
+    @staticmethod
+    async def _sleep(seconds: float) -> None:
+        await asyncio.sleep(seconds * random.uniform(0.8, 1.2))
+
+    def _apply(self, event: JSON) -> None:
+        type_ = str(event.get("type"))
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"watch event {type_} without an object")
+        rv_text = _rv_str(obj)
+        rv = parse_rv(rv_text)
+        if type_ == BOOKMARK:
+            if rv > self._rv_int:
+                self._rv, self._rv_int = rv_text, rv
+                self._broadcast(BOOKMARK, self._bookmark_object(rv_text), rv)
+            return
+        if type_ not in (ADDED, MODIFIED, DELETED):
+            log.debug("%s: ignoring watch event of type %s", self.name, type_)
+            return
+        if rv <= self._rv_int:
+            # Already seen (kube never resends, but a duplicate must never reach subscribers).
+            return
+        key = _key(obj)
+        if type_ == DELETED:
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = obj
+        self._record(rv, type_, obj)
+        self._rv = rv_text
+
+    def _record(self, rv: int, type_: str, obj: JSON) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._horizon = self._history[0].rv
+        self._history.append(_Record(rv, type_, obj))
+        self._rv_int = rv
+        self._broadcast(type_, obj, rv)
+
+    async def _relist(self) -> None:
+        data = await self._list_fn()
+        meta = data.get("metadata") or {}
+        rv_text = str(meta.get("resourceVersion") or "")
+        list_rv = parse_rv(rv_text)
+        self._list_meta = {"kind": data.get("kind"), "apiVersion": data.get("apiVersion")}
+        fresh: dict[Key, JSON] = {}
+        for item in data.get("items") or []:
+            self._fill_type(item)
+            fresh[_key(item)] = item
+        if not self._synced.is_set():
+            self._reset(fresh, rv_text, list_rv)
+            self._synced.set()
+            log.info("%s: synced %d objects at resourceVersion %s", self.name, len(fresh), rv_text)
+            return
+        try:
+            changes = self._diff(fresh, list_rv)
+        except _Reset as why:
+            log.warning("%s: %s; closing all watches with 410", self.name, why)
+            for sub in list(self._subs):
+                sub._finish(errors.gone(f"the watch cache was reset: {why}"))
+            self._subs.clear()
+            self._reset(fresh, rv_text, list_rv)
+            return
+        self._objects = fresh
+        for rec in changes:
+            self._record(rec.rv, rec.type, rec.obj)
+        if changes:
+            log.info("%s: relist at %s emitted %d synthetic events", self.name, rv_text, len(changes))
+        self._rv, self._rv_int = rv_text, list_rv
+        self._broadcast(BOOKMARK, self._bookmark_object(rv_text), list_rv)
+
+    def _reset(self, fresh: dict[Key, JSON], rv_text: str, list_rv: int) -> None:
+        self._objects = fresh
+        self._history.clear()
+        self._rv, self._rv_int, self._horizon = rv_text, list_rv, list_rv
+
+    def _diff(self, fresh: dict[Key, JSON], list_rv: int) -> builtins.list[_Record]:
+        """Synthetic events turning the cached state into ``fresh``, ordered by resourceVersion.
+
+        Changed objects keep their own RVs.  A deleted object's true deletion revision is
+        unknown, but it lies in (last seen RV, list RV] and is not any surviving object's RV, so
+        each DELETED gets a distinct unused integer from that window (highest first).  Distinct
+        RVs matter: a client resuming from any one of these events must get exactly the rest.
+        """
+        last = self._rv_int
+        if list_rv < last:
+            raise _Reset(f"resourceVersion went backwards ({last} -> {list_rv})")
+        changes: builtins.list[_Record] = []
+        for key, obj in fresh.items():
+            old = self._objects.get(key)
+            if old is not None and _rv_str(old) == _rv_str(obj):
+                continue
+            rv = parse_rv(_rv_str(obj))
+            if not last < rv <= list_rv:
+                raise _Reset(f"object {key} changed at resourceVersion {rv}, outside ({last}, {list_rv}]")
+            changes.append(_Record(rv, ADDED if old is None else MODIFIED, obj))
+        gone_keys = [k for k in self._objects if k not in fresh]
+        if gone_keys:
+            used = {rec.rv for rec in changes}
+            free: builtins.list[int] = []
+            candidate = list_rv
+            while len(free) < len(gone_keys) and candidate > last:
+                if candidate not in used:
+                    free.append(candidate)
+                candidate -= 1
+            if len(free) < len(gone_keys):
+                raise _Reset("more deletions than revisions since the last seen resourceVersion")
+            for key, rv in zip(sorted(gone_keys), free, strict=True):
+                tomb = clone(self._objects[key])
+                tomb.setdefault("metadata", {})["resourceVersion"] = str(rv)
+                changes.append(_Record(rv, DELETED, tomb))
+        changes.sort(key=lambda rec: rec.rv)
+        return changes
+
+    def _fill_type(self, item: JSON) -> None:
+        # Items of built-in kinds come without apiVersion/kind; the list carries them.
+        kind = str(self._list_meta.get("kind") or "")
+        if "kind" not in item and kind.endswith("List"):
+            item["kind"] = kind[: -len("List")]
+        if "apiVersion" not in item and self._list_meta.get("apiVersion"):
+            item["apiVersion"] = self._list_meta["apiVersion"]
+
+
+def _rv_sort_key(obj: JSON) -> int:
+    try:
+        return parse_rv(_rv_str(obj))
+    except ValueError:
+        return 0
+
+
+_END = object()
+
+
+class Subscription:
+    """One downstream watcher: replayed events first, then live ones from a bounded buffer.
+
+    Use as ``async with informer.subscribe(rv) as sub: async for event in sub: ...`` (or call
+    :meth:`aclose`).  Events are ``{"type": ..., "object": <copy>}``.
+    """
+
+    def __init__(self, informer: Informer, start_rv: str | None, bookmarks: bool, queue_size: int) -> None:
+        self._informer = informer
+        self.start_rv = start_rv
+        self.bookmarks = bookmarks
+        #: Live events at or below this RV were already covered by the replay.
+        self.min_rv = 0
+        self._max = queue_size
+        self._replay: deque[tuple[str, JSON]] = deque()
+        self._buf: deque[tuple[str, JSON]] = deque()
+        self._wake = asyncio.Event()
+        self._started = False
+        self._done = False
+        self._error: ApiError | None = None
+
+    def _offer(self, item: tuple[str, JSON]) -> bool:
+        if self._done:
+            return True
+        if len(self._buf) >= self._max:
+            return False
+        self._buf.append(item)
+        self._wake.set()
+        return True
+
+    def _finish(self, error: ApiError | None) -> None:
+        """End the stream: after the buffered events (None), or at once with ``error``."""
+        if self._done:
+            return
+        self._done = True
+        self._error = error
+        if error is not None:
+            self._replay.clear()
+            self._buf.clear()
+        self._wake.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> JSON:
+        if not self._started:
+            self._started = True
+            await self._wait_synced()
+            if not self._done:
+                try:
+                    self._informer._register(self)
+                except ApiError:
+                    self._done = True
+                    raise
+        while True:
+            if self._replay:
+                type_, obj = self._replay.popleft()
+                return {"type": type_, "object": clone(obj)}
+            if self._buf:
+                type_, obj = self._buf.popleft()
+                return {"type": type_, "object": clone(obj)}
+            if self._done:
+                error, self._error = self._error, None
+                if error is not None:
+                    raise error
+                raise StopAsyncIteration
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def _wait_synced(self) -> None:
+        """Wait for the informer's first list, unless the subscription is closed meanwhile."""
+        informer = self._informer
+        if informer.synced:
+            return
+        informer._waiting.add(self)
+        try:
+            while not informer.synced and not self._done:
+                self._wake.clear()
+                synced = asyncio.ensure_future(informer._synced.wait())
+                woken = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait({synced, woken}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    synced.cancel()
+                    woken.cancel()
+        finally:
+            informer._waiting.discard(self)
+
+    async def aclose(self) -> None:
+        """Detach from the informer; further iteration ends."""
+        self._informer._unregister(self)
+        self._finish(None)
+        self._buf.clear()
+        self._replay.clear()
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

@@ -1,0 +1,209 @@
+"""PATCH semantics: JSON merge patch, JSON patch and a minimal server-side apply.
+
+Our kinds are unstructured from kubectl's point of view, so the patch types that matter are the
+ones kubectl and GitOps tools send for CRDs: merge patch (``kubectl edit/patch/annotate``, client
+side ``apply``), JSON patch (``kubectl patch --type=json``) and apply patch (``kubectl apply
+--server-side``, Flux, Argo CD).  Strategic merge patch needs Go struct tags and is refused with
+415, as kube-apiserver refuses it for custom resources.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from enum import StrEnum
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from shared import errors
+
+JSON = dict[str, Any]
+
+
+class PatchType(StrEnum):
+    MERGE = "application/merge-patch+json"
+    JSON = "application/json-patch+json"
+    APPLY = "application/apply-patch+yaml"
+
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+#: Content types advertised in OpenAPI and accepted by :func:`patch_type`.
+SUPPORTED = tuple(t.value for t in PatchType)
+
+
+def patch_type(content_type: str) -> PatchType:
+    """Map a PATCH request's Content-Type to a :class:`PatchType`, or raise 415."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    for candidate in PatchType:
+        if media == candidate.value:
+            return candidate
+    if media == STRATEGIC_MERGE:
+        raise errors.ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format: {STRATEGIC_MERGE} is not supported for this "
+            f"resource; accepted media types include: {', '.join(SUPPORTED)}",
+        )
+    raise errors.ApiError(
+        415,
+        "UnsupportedMediaType",
+        f'the body of the request was in an unknown format: "{media}"; accepted media types include: '
+        f"{', '.join(SUPPORTED)}",
+    )
+
+
+class _StringTimestampLoader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings, as Kubernetes' YAML-to-JSON conversion does."""
+
+
+_StringTimestampLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(text: str | bytes) -> Any:
+    """Parse one YAML document (JSON is YAML too) into plain JSON-compatible values.
+
+    Raises ``ValueError`` on malformed input or when the stream holds several documents.
+    """
+    try:
+        docs = list(yaml.load_all(text, Loader=_StringTimestampLoader))  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
+    if len(docs) > 1:
+        raise ValueError("expected a single YAML document, got several")
+    value = docs[0] if docs else None
+    return _stringify_keys(value)
+
+
+def _stringify_keys(value: Any) -> Any:
+    # YAML allows non-string keys (``1:``, ``yes:``); JSON objects do not.
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else json.dumps(k)): _stringify_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stringify_keys(v) for v in value]
+    return value
+
+
+def decode_patch(kind: PatchType, body: bytes) -> Any:
+    """Parse a PATCH body for ``kind``; malformed input is a 400."""
+    if kind is PatchType.APPLY:
+        try:
+            doc = load_yaml(body)
+        except ValueError as exc:
+            raise errors.bad_request(f"the apply patch is not valid YAML or JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise errors.bad_request("the apply patch must be an object")
+        return doc
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"the patch is not valid JSON: {exc}") from exc
+    if kind is PatchType.JSON and not isinstance(doc, list):
+        raise errors.bad_request("a JSON patch must be a list of operations")
+    if kind is PatchType.MERGE and not isinstance(doc, dict):
+        raise errors.bad_request("a merge patch must be a JSON object")
+    return doc
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch; returns a new value and never mutates its inputs."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result: dict[str, Any] = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def json_patch(target: JSON, operations: Any) -> Any:
+    """RFC 6902 JSON patch.  A malformed patch is a 400; one that cannot apply is a 422."""
+    if not isinstance(operations, list):
+        raise errors.bad_request("a JSON patch must be a list of operations")
+    try:
+        compiled = jsonpatch.JsonPatch(operations)
+    except (jsonpatch.InvalidJsonPatch, TypeError, AttributeError) as exc:
+        raise errors.bad_request(f"invalid JSON patch: {exc}") from exc
+    try:
+        return compiled.apply(target, in_place=False)
+    except jsonpatch.InvalidJsonPatch as exc:
+        raise errors.bad_request(f"invalid JSON patch: {exc}") from exc
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpatch.JsonPointerException,
+        KeyError,
+        IndexError,
+        TypeError,
+    ) as exc:
+        raise errors.ApiError(422, "Invalid", f"the JSON patch could not be applied: {exc}") from exc
+
+
+#: Top-level keys an apply never takes from the applied object: identity and server-owned data.
+_APPLY_SKIPPED = ("apiVersion", "kind", "metadata", "status")
+
+
+def apply_patch(current: JSON | None, applied: JSON) -> JSON:
+    """Minimal server-side apply: create, or replace what the applier states.
+
+    With no current object the applied object is the new object.  Otherwise each top-level field
+    the applier states (``spec`` in practice) replaces the current one, as do
+    ``metadata.labels`` and ``metadata.annotations`` when stated; everything else the server
+    owns (resourceVersion, uid, creationTimestamp, status, ...) is kept.  Fields the applier does
+    not mention are kept, which is what real server-side apply does for fields owned by another
+    manager (e.g. an object first made with ``kubectl create``).
+    """
+    if current is None:
+        return copy.deepcopy(applied)
+    result = copy.deepcopy(current)
+    for key, value in applied.items():
+        if key not in _APPLY_SKIPPED:
+            result[key] = copy.deepcopy(value)
+    applied_meta = applied.get("metadata")
+    if isinstance(applied_meta, dict):
+        meta = result.setdefault("metadata", {})
+        for key in ("labels", "annotations"):
+            if key in applied_meta:
+                value = applied_meta[key]
+                if value:
+                    meta[key] = copy.deepcopy(value)
+                else:
+                    meta.pop(key, None)
+        if "resourceVersion" in applied_meta:
+            # A stated resourceVersion is a precondition, exactly as on update.
+            meta["resourceVersion"] = applied_meta["resourceVersion"]
+    return result
+
+
+def apply(kind: PatchType, current: JSON | None, doc: Any) -> Any:
+    """Apply a decoded patch document of ``kind`` to ``current``."""
+    if kind is PatchType.APPLY:
+        return apply_patch(current, doc)
+    if current is None:
+        raise ValueError("merge and JSON patches need an existing object")
+    if kind is PatchType.MERGE:
+        return merge_patch(current, doc)
+    return json_patch(current, doc)
+
+
+def states_resource_version(kind: PatchType, doc: Any) -> bool:
+    """True if the patch itself sets ``metadata.resourceVersion`` (a precondition by the client)."""
+    if kind is PatchType.JSON:
+        return any(
+            isinstance(op, dict)
+            and op.get("path") == "/metadata/resourceVersion"
+            and op.get("op") in ("add", "replace")
+            for op in (doc if isinstance(doc, list) else [])
+        )
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    return (
+        isinstance(meta, dict)
+        and isinstance(meta.get("resourceVersion"), str)
+        and meta["resourceVersion"] != ""
+    )

@@ -1,0 +1,144 @@
+"""The cached, fail-closed authorizer (with a fake review function standing in for the SAR)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from shared.authz import Authorizer, ResourceAttributes, review_body
+from shared.rest import User
+
+ALICE = User("alice", ("devs",), {"scopes": ("a",)})
+GET = ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "ns", "a")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeReview:
+    """Answers from a table of allowed verbs; counts calls; can be told to fail or to block."""
+
+    def __init__(self, allowed_verbs: set[str]) -> None:
+        self.allowed_verbs = allowed_verbs
+        self.calls: list[tuple[User, ResourceAttributes]] = []
+        self.fail = False
+        self.gate: asyncio.Event | None = None
+
+    async def __call__(self, user: User, attrs: ResourceAttributes) -> bool:
+        self.calls.append((user, attrs))
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            raise ConnectionError("kube-apiserver is down")
+        return attrs.verb in self.allowed_verbs
+
+
+async def test_allowed_is_cached_for_ten_seconds() -> None:
+    clock, review = Clock(), FakeReview({"get"})
+    authz = Authorizer(review, clock=clock)
+    assert await authz.authorize(ALICE, GET)
+    clock.now += 9.9
+    assert await authz.authorize(ALICE, GET)
+    assert len(review.calls) == 1
+    clock.now += 0.2
+    assert await authz.authorize(ALICE, GET)
+    assert len(review.calls) == 2
+
+
+async def test_denied_is_cached_for_five_seconds() -> None:
+    clock, review = Clock(), FakeReview(set())
+    authz = Authorizer(review, clock=clock)
+    assert not await authz.authorize(ALICE, GET)
+    clock.now += 4.9
+    assert not await authz.authorize(ALICE, GET)
+    assert len(review.calls) == 1
+    clock.now += 0.2
+    review.allowed_verbs.add("get")  # access granted meanwhile
+    assert await authz.authorize(ALICE, GET)
+    assert len(review.calls) == 2
+
+
+async def test_cache_key_covers_identity_and_attributes() -> None:
+    review = FakeReview({"get", "list"})
+    authz = Authorizer(review, clock=Clock())
+    await authz.authorize(ALICE, GET)
+    await authz.authorize(User("bob", ("devs",)), GET)
+    await authz.authorize(User("alice", ("other",), {"scopes": ("a",)}), GET)
+    await authz.authorize(User("alice", ("devs",), {"scopes": ("b",)}), GET)
+    await authz.authorize(ALICE, ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "ns", "b"))
+    await authz.authorize(ALICE, ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "other", "a"))
+    await authz.authorize(ALICE, ResourceAttributes("list", "apps.example.io", "v1alpha1", "things", "ns"))
+    assert len(review.calls) == 7
+    await authz.authorize(User("alice", ("devs",), {"scopes": ("a",)}), GET)  # equal identity: cached
+    assert len(review.calls) == 7
+
+
+async def test_failing_review_denies_logs_and_is_not_cached(caplog: pytest.LogCaptureFixture) -> None:
+    review = FakeReview({"get"})
+    review.fail = True
+    authz = Authorizer(review, clock=Clock())
+    with caplog.at_level(logging.ERROR, logger="shared.authz"):
+        assert not await authz.authorize(ALICE, GET)
+    assert "SubjectAccessReview failed" in caplog.text
+    review.fail = False
+    assert await authz.authorize(ALICE, GET)  # the failure was not remembered
+    assert len(review.calls) == 2
+
+
+async def test_cache_is_bounded() -> None:
+    review = FakeReview({"get"})
+    authz = Authorizer(review, clock=Clock(), max_entries=3)
+    for i in range(5):
+        await authz.authorize(User(f"u{i}"), GET)
+    assert len(authz) == 3
+    await authz.authorize(User("u0"), GET)  # evicted: asked again
+    assert len(review.calls) == 6
+    await authz.authorize(User("u4"), GET)  # recent: still cached
+    assert len(review.calls) == 6
+
+
+async def test_concurrent_identical_questions_share_one_review() -> None:
+    review = FakeReview({"get"})
+    review.gate = asyncio.Event()
+    authz = Authorizer(review, clock=Clock())
+    tasks = [asyncio.create_task(authz.authorize(ALICE, GET)) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    review.gate.set()
+    assert await asyncio.gather(*tasks) == [True] * 5
+    assert len(review.calls) == 1
+
+
+def test_review_body() -> None:
+    body = review_body(ALICE, GET)
+    assert body == {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "verb": "get",
+                "group": "apps.example.io",
+                "version": "v1alpha1",
+                "resource": "things",
+                "namespace": "ns",
+                "name": "a",
+            },
+            "user": "alice",
+            "groups": ["devs"],
+            "extra": {"scopes": ["a"]},
+        },
+    }
+    cluster_list = review_body(User("bob"), ResourceAttributes("list", "g.io", "v1", "things"))
+    assert cluster_list["spec"]["resourceAttributes"] == {
+        "verb": "list",
+        "group": "g.io",
+        "version": "v1",
+        "resource": "things",
+    }
+    assert "extra" not in cluster_list["spec"]

@@ -1,0 +1,435 @@
+"""Informer semantics against a fake list/watch source (no cluster).
+
+``FakeKube`` behaves like kube-apiserver for one resource: a global, increasing resourceVersion,
+lists at the current RV, watches that deliver every change after the RV they start from, and
+knobs to break the watch, expire it with a 410 ERROR event, or take the "server" down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from shared.errors import ApiError
+from shared.informer import Informer, Subscription
+
+JSON = dict[str, Any]
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.rv = 100
+        self.objects: dict[str, JSON] = {}
+        self.watchers: list[asyncio.Queue[JSON | BaseException | None]] = []
+        self.down = False
+        self.lists = 0
+
+    # -- mutations -------------------------------------------------------------------------
+    def _bump(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def _emit(self, type_: str, obj: JSON) -> None:
+        for q in self.watchers:
+            q.put_nowait({"type": type_, "object": dict(obj)})
+
+    def put(self, name: str, value: str, ns: str = "ns", *, quiet: bool = False) -> JSON:
+        type_ = "MODIFIED" if name in self.objects else "ADDED"
+        uid = self.objects[name]["metadata"]["uid"] if name in self.objects else f"uid-{name}"
+        obj: JSON = {
+            "apiVersion": "example.com/v1",
+            "kind": "Thing",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": self._bump()},
+            "spec": {"value": value},
+        }
+        self.objects[name] = obj
+        if not quiet:
+            self._emit(type_, obj)
+        return obj
+
+    def delete(self, name: str, *, quiet: bool = False) -> None:
+        obj = dict(self.objects.pop(name))
+        obj["metadata"] = dict(obj["metadata"], resourceVersion=self._bump())
+        if not quiet:
+            self._emit("DELETED", obj)
+
+    def bookmark(self) -> None:
+        for q in self.watchers:
+            obj = {"kind": "Thing", "metadata": {"resourceVersion": str(self.rv)}}
+            q.put_nowait({"type": "BOOKMARK", "object": obj})
+
+    def break_watches(self) -> None:
+        for q in self.watchers:
+            q.put_nowait(ConnectionResetError("kube-apiserver went away"))
+
+    def expire_watches(self) -> None:
+        status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}
+        for q in self.watchers:
+            q.put_nowait({"type": "ERROR", "object": status})
+
+    # -- list/watch callables ------------------------------------------------------------------
+    async def list_fn(self) -> JSON:
+        if self.down:
+            raise ConnectionRefusedError("connection refused")
+        self.lists += 1
+        return {
+            "apiVersion": "example.com/v1",
+            "kind": "ThingList",
+            "metadata": {"resourceVersion": str(self.rv)},
+            "items": [dict(o) for o in self.objects.values()],
+        }
+
+    async def watch_fn(self, rv: str) -> AsyncIterator[JSON]:
+        if self.down:
+            raise ConnectionRefusedError("connection refused")
+        assert int(rv) == self.rv, "the informer must watch from the RV it last saw"
+        q: asyncio.Queue[JSON | BaseException | None] = asyncio.Queue()
+        self.watchers.append(q)
+        try:
+            while True:
+                item = await q.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            self.watchers.remove(q)
+
+
+async def _informer(kube: FakeKube, **kw: Any) -> Informer:
+    kw.setdefault("backoff_initial", 0.01)
+    kw.setdefault("backoff_max", 0.05)
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, name="things", **kw)
+    inf.start()
+    async with asyncio.timeout(2):
+        await inf.wait_synced()
+    await _eventually(lambda: bool(kube.watchers))
+    return inf
+
+
+async def _eventually(condition: Callable[[], bool], seconds: float = 2.0) -> None:
+    for _ in range(int(seconds / 0.001)):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition not reached in time")
+
+
+async def _settle(inf: Informer, kube: FakeKube) -> None:
+    """Wait until the informer has caught up with the fake and is watching again."""
+    await _eventually(lambda: inf.resource_version == str(kube.rv) and bool(kube.watchers))
+
+
+async def _take(sub: Subscription, n: int) -> list[JSON]:
+    out = []
+    async with asyncio.timeout(2):
+        for _ in range(n):
+            out.append(await anext(sub))
+    return out
+
+
+async def _nothing_more(sub: Subscription) -> None:
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05):
+            await anext(sub)
+
+
+def _summary(events: list[JSON]) -> list[tuple[str, str]]:
+    return [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+
+
+def _rvs(events: list[JSON]) -> list[int]:
+    return [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+
+
+async def test_initial_sync_get_and_list() -> None:
+    kube = FakeKube()
+    kube.put("b", "1", ns="n2")
+    kube.put("a", "1", ns="n1")
+    inf = await _informer(kube)
+    try:
+        assert inf.resource_version == str(kube.rv)
+        assert [o["metadata"]["name"] for o in inf.list()] == ["a", "b"]
+        assert [o["metadata"]["name"] for o in inf.list("n2")] == ["b"]
+        got = inf.get("n1", "a")
+        assert got is not None and got["spec"]["value"] == "1"
+        got["spec"]["value"] = "mutated"  # copies: the cache is not affected
+        assert inf.get("n1", "a", copy=False)["spec"]["value"] == "1"  # type: ignore[index]
+        assert inf.get("n1", "missing") is None
+        kube.put("a", "2", ns="n1")
+        await _settle(inf, kube)
+        assert inf.get("n1", "a")["spec"]["value"] == "2"  # type: ignore[index]
+    finally:
+        await inf.stop()
+
+
+async def test_subscribe_without_rv_gets_current_state_then_live() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    kube.put("b", "1")
+    inf = await _informer(kube)
+    try:
+        async with inf.subscribe(None) as sub, inf.subscribe("0") as sub0:
+            for s in (sub, sub0):
+                assert _summary(await _take(s, 2)) == [("ADDED", "a"), ("ADDED", "b")]
+            kube.put("c", "1")
+            kube.put("a", "2")
+            kube.delete("b")
+            expected = [("ADDED", "c"), ("MODIFIED", "a"), ("DELETED", "b")]
+            for s in (sub, sub0):
+                assert _summary(await _take(s, 3)) == expected
+                await _nothing_more(s)
+    finally:
+        await inf.stop()
+
+
+async def test_live_events_in_order() -> None:
+    kube = FakeKube()
+    inf = await _informer(kube)
+    try:
+        async with inf.subscribe(inf.resource_version) as sub:
+            kube.put("c", "1")
+            kube.put("c", "2")
+            kube.delete("c")
+            events = await _take(sub, 3)
+            assert _summary(events) == [("ADDED", "c"), ("MODIFIED", "c"), ("DELETED", "c")]
+            assert _rvs(events) == sorted(_rvs(events))
+            await _nothing_more(sub)
+    finally:
+        await inf.stop()
+
+
+async def test_history_replay_from_rv() -> None:
+    kube = FakeKube()
+    inf = await _informer(kube)
+    try:
+        a = kube.put("a", "1")
+        kube.put("b", "1")
+        kube.put("a", "2")
+        await _settle(inf, kube)
+        async with inf.subscribe(a["metadata"]["resourceVersion"]) as sub:
+            assert _summary(await _take(sub, 2)) == [("ADDED", "b"), ("MODIFIED", "a")]
+            kube.delete("b")
+            assert _summary(await _take(sub, 1)) == [("DELETED", "b")]
+            await _nothing_more(sub)
+        # resuming from the current RV replays nothing
+        async with inf.subscribe(inf.resource_version) as sub:
+            await _nothing_more(sub)
+    finally:
+        await inf.stop()
+
+
+async def test_rv_older_than_history_is_410() -> None:
+    kube = FakeKube()
+    start_rv = str(kube.rv)
+    inf = await _informer(kube, history_size=3)
+    try:
+        first = kube.put("a", "1")
+        for i in range(4):
+            kube.put("b", str(i))
+        await _settle(inf, kube)
+        for old in (first["metadata"]["resourceVersion"], start_rv, "1"):
+            with pytest.raises(ApiError) as info:
+                await anext(inf.subscribe(old))
+            assert info.value.code == 410
+            assert info.value.reason == "Expired"
+        # the oldest retained window still works
+        async with inf.subscribe(str(kube.rv - 3)) as sub:
+            assert len(await _take(sub, 3)) == 3
+        with pytest.raises(ApiError) as info:
+            await anext(inf.subscribe("not-a-number"))
+        assert info.value.code == 400
+    finally:
+        await inf.stop()
+
+
+async def test_relist_after_upstream_break_emits_exact_diff() -> None:
+    kube = FakeKube()
+    for name in ("keep", "change", "drop", "drop2", "drop3"):
+        kube.put(name, "1")
+    inf = await _informer(kube)
+    try:
+        sub = inf.subscribe(inf.resource_version)
+        mark = inf.resource_version
+        kube.break_watches()
+        kube.down = True
+        # changes the informer cannot see while kube-apiserver is away
+        kube.put("change", "2", quiet=True)
+        kube.delete("drop", quiet=True)
+        kube.put("new", "1", quiet=True)
+        kube.put("change", "3", quiet=True)
+        kube.delete("drop2", quiet=True)
+        kube.delete("drop3", quiet=True)
+        kube.put("drop", "recreated", quiet=True)  # same name, new incarnation
+        await asyncio.sleep(0.05)
+        kube.down = False
+        await _settle(inf, kube)
+
+        events = await _take(sub, 5)
+        await _nothing_more(sub)
+        expected = [
+            ("MODIFIED", "change"),
+            ("DELETED", "drop2"),
+            ("DELETED", "drop3"),
+            ("ADDED", "new"),
+            ("MODIFIED", "drop"),  # deleted and recreated while away: one MODIFIED
+        ]
+        assert sorted(_summary(events)) == sorted(expected)
+        rvs = _rvs(events)
+        assert rvs == sorted(rvs) and len(set(rvs)) == len(rvs), "distinct, increasing RVs"
+        assert all(int(mark) < rv <= kube.rv for rv in rvs)
+        changed = next(e for e in events if e["object"]["metadata"]["name"] == "change")
+        assert changed["object"]["spec"]["value"] == "3"
+        assert [o["metadata"]["name"] for o in inf.list()] == ["change", "drop", "keep", "new"]
+
+        # a client that saw only the first synthetic event resumes with exactly the rest
+        async with inf.subscribe(str(rvs[0])) as resumed:
+            assert _summary(await _take(resumed, 4)) == _summary(events[1:])
+            await _nothing_more(resumed)
+
+        # and the informer keeps watching afterwards
+        kube.put("keep", "2")
+        assert _summary(await _take(sub, 1)) == [("MODIFIED", "keep")]
+        await sub.aclose()
+    finally:
+        await inf.stop()
+
+
+async def test_upstream_410_relists_without_duplicates() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    inf = await _informer(kube)
+    try:
+        async with inf.subscribe(inf.resource_version) as sub:
+            lists = kube.lists
+            kube.put("a", "2")  # seen live
+            assert _summary(await _take(sub, 1)) == [("MODIFIED", "a")]
+            kube.expire_watches()
+            kube.put("b", "1", quiet=True)  # missed by the expired watch
+            await _settle(inf, kube)
+            assert kube.lists == lists + 1
+            assert _summary(await _take(sub, 1)) == [("ADDED", "b")]
+            await _nothing_more(sub)  # "a" is not re-sent
+    finally:
+        await inf.stop()
+
+
+async def test_relist_with_no_changes_emits_nothing() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    inf = await _informer(kube)
+    try:
+        async with inf.subscribe(inf.resource_version) as sub:
+            kube.break_watches()
+            await asyncio.sleep(0.05)
+            await _settle(inf, kube)
+            await _nothing_more(sub)
+    finally:
+        await inf.stop()
+
+
+async def test_slow_subscriber_is_closed_with_410() -> None:
+    kube = FakeKube()
+    inf = await _informer(kube, queue_size=3)
+    try:
+        slow = inf.subscribe(inf.resource_version)
+        fast = inf.subscribe(inf.resource_version)
+        await _nothing_more(slow)  # registers both before the burst
+        await _nothing_more(fast)
+        for i in range(6):
+            kube.put(f"o{i}", "1")
+            if i % 2:
+                await _settle(inf, kube)
+                await _take(fast, 2)
+        await _settle(inf, kube)
+        with pytest.raises(ApiError) as info:
+            await anext(slow)
+        assert info.value.code == 410
+        with pytest.raises(StopAsyncIteration):
+            await anext(slow)
+        kube.put("later", "1")
+        assert _summary(await _take(fast, 1)) == [("ADDED", "later")]
+        await fast.aclose()
+    finally:
+        await inf.stop()
+
+
+async def test_bookmarks_pass_through_to_those_who_asked() -> None:
+    kube = FakeKube()
+    inf = await _informer(kube)
+    try:
+        with_bm = inf.subscribe(inf.resource_version, bookmarks=True)
+        without = inf.subscribe(inf.resource_version)
+        first = await _take(with_bm, 1)  # the bookmark at the start position
+        assert first[0]["type"] == "BOOKMARK"
+        await _nothing_more(without)
+        kube.put("x", "1", quiet=True)  # advances the RV without an event for us
+        kube.bookmark()
+        await _settle(inf, kube)
+        ev = (await _take(with_bm, 1))[0]
+        assert ev["type"] == "BOOKMARK" and ev["object"]["metadata"]["resourceVersion"] == str(kube.rv)
+        assert ev["object"]["kind"] == "Thing"
+        await _nothing_more(without)
+        await with_bm.aclose()
+        await without.aclose()
+    finally:
+        await inf.stop()
+
+
+async def test_rv_going_backwards_resets_subscribers() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    inf = await _informer(kube)
+    try:
+        sub = inf.subscribe(inf.resource_version)
+        await _nothing_more(sub)
+        kube.break_watches()
+        kube.down = True
+        await asyncio.sleep(0.02)
+        kube.rv = 5  # a new etcd
+        kube.objects.clear()
+        kube.put("z", "1", quiet=True)
+        kube.down = False
+        await _settle(inf, kube)
+        with pytest.raises(ApiError) as info:
+            await anext(sub)
+        assert info.value.code == 410
+        assert [o["metadata"]["name"] for o in inf.list()] == ["z"]
+    finally:
+        await inf.stop()
+
+
+async def test_subscribe_before_sync_waits_and_stop_ends_streams() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    kube.down = True
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, backoff_initial=0.01, backoff_max=0.02)
+    inf.start()
+    try:
+        sub = inf.subscribe(None)
+        pending = asyncio.ensure_future(anext(sub))
+        await asyncio.sleep(0.05)
+        assert not pending.done() and not inf.synced
+        kube.down = False
+        async with asyncio.timeout(2):
+            first = await pending
+        assert _summary([first]) == [("ADDED", "a")]
+        waiting = inf.subscribe(None)
+        never_synced = Informer(list_fn=FakeKube().list_fn, watch_fn=kube.watch_fn)
+        blocked = never_synced.subscribe(None)
+        blocked_next = asyncio.ensure_future(anext(blocked))
+        await asyncio.sleep(0.01)
+        await never_synced.stop()  # ends subscriptions still waiting for a first list
+        with pytest.raises(StopAsyncIteration):
+            await blocked_next
+        await _take(waiting, 1)
+    finally:
+        await inf.stop()
+    with pytest.raises(StopAsyncIteration):
+        await anext(sub)
+    with pytest.raises(StopAsyncIteration):
+        await anext(inf.subscribe(None))  # subscribing to a stopped informer ends at once

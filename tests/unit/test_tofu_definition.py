@@ -1,0 +1,252 @@
+"""tofu_agl.definition: parsing TofuApplicationDefinitions and their acceptance."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tofu_agl.definition import (
+    TofuApplicationDefinition,
+    acceptance,
+    render_template,
+    template_problem,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "definitions"
+
+
+def load(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())
+    return obj
+
+
+def make(
+    obj: dict[str, Any], *, name: str | None = None, created: str | None = None, **changes: Any
+) -> TofuApplicationDefinition:
+    obj = copy.deepcopy(obj)
+    if name:
+        obj["metadata"]["name"] = name
+    if created:
+        obj["metadata"]["creationTimestamp"] = created
+    for path, value in changes.items():
+        node = obj
+        *parents, leaf = path.split("__")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return TofuApplicationDefinition.from_object(obj)
+
+
+def with_schema(schema: dict[str, Any], naming: str = "snake_case") -> TofuApplicationDefinition:
+    return make(
+        load("vpc"),
+        spec__application__openAPISchema=json.dumps(schema),
+        spec__terraform__variableNaming=naming,
+    )
+
+
+def test_vpc_fixture_properties() -> None:
+    d = TofuApplicationDefinition.from_object(load("vpc"))
+    assert (d.kind, d.plural, d.singular, d.prefix) == ("VPC", "vpcs", "vpc", "vpc-")
+    assert d.source_ref == {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"}
+    assert d.path == "./modules/vpc"
+    assert (d.interval, d.retry_interval) == ("10m", "1m")
+    assert d.approve_plan == "auto"
+    assert d.destroy_resources_on_deletion is True
+    assert d.write_outputs_to_secret is not None
+    assert d.write_outputs_to_secret.outputs == ["vpc_id", "private_subnet_ids", "public_subnet_ids"]
+    assert d.variable_naming == "snake_case"
+    assert d.service_account_name == "tf-runner"
+    assert d.allow_service_account_override is False
+    assert d.runner_pod_template is not None and "spec" in d.runner_pod_template
+    assert d.backend_config == {"inClusterConfig": True, "labels": {"app.kubernetes.io/part-of": "cozystack"}}
+    assert d.workspace == "default"
+    assert d.store_readable_plan == "human"
+    assert d.vars_from == [{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True}]
+    assert d.terraform.source_ref.kind == "GitRepository"
+    assert d.schema["required"] == ["region"]
+    assert d.render_outputs_secret_name("prod", "tenant-a", "VPC") == "prod-outputs"
+
+
+def test_bucket_fixture_properties() -> None:
+    d = TofuApplicationDefinition.from_object(load("bucket"))
+    assert d.approve_plan == "manual"
+    assert d.allow_service_account_override is True
+    assert d.variable_naming == "verbatim"
+    assert d.render_outputs_secret_name("logs", "tenant-a", "S3Bucket") == "s3bucket-logs-outputs"
+
+
+def test_defaults_for_minimal_definition() -> None:
+    obj = {
+        "apiVersion": "cozystack.io/v1alpha1",
+        "kind": "TofuApplicationDefinition",
+        "metadata": {"name": "dns"},
+        "spec": {
+            "application": {
+                "kind": "DNSZone",
+                "plural": "dnszones",
+                "singular": "dnszone",
+                "openAPISchema": '{"type": "object", "properties": {"zone": {"type": "string"}}}',
+            },
+            "terraform": {"sourceRef": {"kind": "Bucket", "name": "modules"}},
+        },
+    }
+    d = TofuApplicationDefinition.from_object(obj)
+    assert d.prefix == "" and d.release_labels == {}
+    assert d.interval == "10m" and d.approve_plan == "auto" and d.variable_naming == "snake_case"
+    assert d.allow_service_account_override is False and d.destroy_resources_on_deletion is False
+    assert d.write_outputs_to_secret is None and d.source_ref == {"kind": "Bucket", "name": "modules"}
+    assert d.to_object() == obj
+    with pytest.raises(ValueError, match="writeOutputsToSecret"):
+        d.render_outputs_secret_name("a", "b", "c")
+    assert acceptance(d, []).accepted
+
+
+def test_round_trip_preserves_unknown_fields() -> None:
+    obj = load("vpc")
+    obj["spec"]["terraform"]["writeOutputsToSecret"]["labels"] = {"a": "b"}
+    obj["spec"]["terraform"]["enableInventory"] = True
+    obj["status"] = {"notRolledOut": [{"name": "x", "namespace": "y", "fields": ["workspace"]}]}
+    assert TofuApplicationDefinition.from_object(obj).to_object() == obj
+
+
+# --------------------------------------------------------------------------- acceptance
+
+
+def test_fixtures_are_accepted() -> None:
+    vpc = TofuApplicationDefinition.from_object(load("vpc"))
+    bucket = TofuApplicationDefinition.from_object(load("bucket"))
+    assert acceptance(vpc, [bucket]) == acceptance(vpc, [])
+    assert acceptance(vpc, [bucket]).accepted
+    assert acceptance(bucket, [vpc]).accepted
+
+
+def test_invalid_schema() -> None:
+    verdict = acceptance(make(load("vpc"), spec__application__openAPISchema='{"type": "array"}'), [])
+    assert (verdict.accepted, verdict.reason) == (False, "InvalidSchema")
+
+
+def test_kind_conflict() -> None:
+    old = make(load("vpc"), created="2024-01-01T00:00:00Z")
+    new = make(load("vpc"), name="vpc-2", created="2024-03-01T00:00:00Z")
+    assert acceptance(old, [new]).accepted
+    assert acceptance(new, [old]).reason == "KindConflict"
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ .name }}-outputs", "{{.name}}-{{ .namespace }}", "{{  .kind  }}-{{ .name }}", "static-outputs"],
+)
+def test_known_placeholders(template: str) -> None:
+    d = make(load("vpc"), spec__terraform__writeOutputsToSecret={"name": template, "outputs": []})
+    assert acceptance(d, []).accepted
+
+
+@pytest.mark.parametrize(
+    ("template", "fragment"),
+    [
+        ("{{ .uid }}-outputs", "{{ .uid }}"),
+        ("{{ .Name }}-outputs", "{{ .Name }}"),
+        ("{{ name }}-outputs", "{{ name }}"),
+        ("{{ .name | lower }}", "{{ .name | lower }}"),
+        ("{{ .name }-outputs", "unbalanced"),
+        ("{{ .name }}}}", "unbalanced"),
+    ],
+)
+def test_unknown_placeholders(template: str, fragment: str) -> None:
+    d = make(load("vpc"), spec__terraform__writeOutputsToSecret={"name": template})
+    verdict = acceptance(d, [])
+    assert (verdict.accepted, verdict.reason) == (False, "InvalidPlaceholder")
+    assert fragment in verdict.message
+
+
+def test_template_that_can_never_be_a_secret_name() -> None:
+    d = make(load("vpc"), spec__terraform__writeOutputsToSecret={"name": "Outputs_{{ .name }}"})
+    verdict = acceptance(d, [])
+    assert verdict.reason == "InvalidPlaceholder" and "Secret name" in verdict.message
+
+
+def test_render_template() -> None:
+    assert render_template("{{.kind}}/{{ .name }}", {"kind": "vpc", "name": "a"}) == "vpc/a"
+    assert template_problem("{{ .namespace }}") is None
+    with pytest.raises(ValueError):
+        render_template("{{ .other }}", {})
+
+
+def test_prefix_length() -> None:
+    assert acceptance(make(load("vpc"), spec__release__prefix="v" * 52), []).accepted
+    verdict = acceptance(make(load("vpc"), spec__release__prefix="v" * 53), [])
+    assert verdict.reason == "InvalidRelease"
+
+
+def test_variable_names_snake_case_fixture() -> None:
+    d = TofuApplicationDefinition.from_object(load("vpc"))
+    assert acceptance(d, []).accepted
+
+
+def test_reserved_variable_name() -> None:
+    verdict = acceptance(with_schema({"type": "object", "properties": {"count": {"type": "integer"}}}), [])
+    assert (verdict.accepted, verdict.reason) == (False, "InvalidVariableName")
+    assert "'count'" in verdict.message and "reserved" in verdict.message
+
+
+def test_reserved_after_snake_case_conversion() -> None:
+    verdict = acceptance(with_schema({"type": "object", "properties": {"dependsOn": {"type": "string"}}}), [])
+    assert verdict.reason == "InvalidVariableName" and "'depends_on'" in verdict.message
+
+
+def test_colliding_keys_named() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"cidrBlock": {"type": "string"}, "cidr_block": {"type": "string"}},
+    }
+    verdict = acceptance(with_schema(schema), [])
+    assert verdict.reason == "InvalidVariableName"
+    assert "'cidrBlock'" in verdict.message and "'cidr_block'" in verdict.message
+    # verbatim keeps them distinct, but cidrBlock is not a valid variable name then
+    verbatim = acceptance(with_schema(schema, "verbatim"), [])
+    assert verbatim.reason == "InvalidVariableName" and "'cidrBlock'" in verbatim.message
+
+
+def test_colliding_nested_keys() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "net": {
+                "type": "object",
+                "properties": {"zoneId": {"type": "string"}, "zone_id": {"type": "string"}},
+            }
+        },
+    }
+    verdict = acceptance(with_schema(schema), [])
+    assert verdict.reason == "InvalidVariableName" and "'net'" in verdict.message
+
+
+def test_free_form_map_keys_are_not_checked() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "object",
+                "additionalProperties": {"type": "object", "properties": {"Weird Key": {"type": "string"}}},
+            }
+        },
+    }
+    assert acceptance(with_schema(schema), []).accepted
+
+
+def test_invalid_variable_name_characters() -> None:
+    schema = {"type": "object", "properties": {"my.var": {"type": "string"}, "9lives": {"type": "string"}}}
+    verdict = acceptance(with_schema(schema, "verbatim"), [])
+    assert verdict.reason == "InvalidVariableName"
+    assert "'my.var'" in verdict.message and "'9lives'" in verdict.message
+
+
+def test_bucket_fixture_with_snake_case_naming_still_fine() -> None:
+    d = make(load("bucket"), spec__terraform__variableNaming="snake_case")
+    assert acceptance(d, []).accepted

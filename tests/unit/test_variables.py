@@ -1,0 +1,197 @@
+"""tofu_agl.variables: naming of OpenTofu variables and schema-driven key mapping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tofu_agl.variables import (
+    RESERVED,
+    VARIABLE_NAME,
+    naming_problems,
+    object_property_names,
+    rename_keys,
+    to_snake_case,
+    variable_name,
+    variable_name_error,
+)
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "cidrBlock": {"type": "string"},
+        "natGateway": {"type": "object", "properties": {"singleNatGateway": {"type": "boolean"}}},
+        "subnets": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "availabilityZone": {"type": "string"},
+                    "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+                },
+            },
+        },
+        "matrix": {
+            "type": "array",
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"cellValue": {"type": "integer"}}},
+            },
+        },
+        "tags": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "properties": {"ownerName": {}}},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("cidrBlock", "cidr_block"),
+        ("HTTPPort", "http_port"),
+        ("already_snake", "already_snake"),
+        ("dbName2", "db_name2"),
+        ("enableDNSHostnames", "enable_dns_hostnames"),
+        ("node-count", "node_count"),
+        ("a", "a"),
+        ("ID", "id"),
+        ("_private", "_private"),
+    ],
+)
+def test_to_snake_case(key: str, expected: str) -> None:
+    assert to_snake_case(key) == expected
+
+
+def test_to_snake_case_is_idempotent() -> None:
+    for key in ("cidrBlock", "HTTPPort", "dbName2", "x_y_z"):
+        once = to_snake_case(key)
+        assert to_snake_case(once) == once
+
+
+def test_variable_name_modes() -> None:
+    assert variable_name("cidrBlock", "snake_case") == "cidr_block"
+    assert variable_name("cidrBlock", "verbatim") == "cidrBlock"
+    with pytest.raises(ValueError, match="unknown variable naming"):
+        variable_name("x", "camelCase")
+
+
+def test_reserved_names() -> None:
+    assert {
+        "source",
+        "version",
+        "providers",
+        "count",
+        "for_each",
+        "lifecycle",
+        "depends_on",
+        "locals",
+    } == RESERVED
+    for name in RESERVED:
+        error = variable_name_error(name)
+        assert error is not None and "reserved" in error
+
+
+@pytest.mark.parametrize("name", ["cidr_block", "_x", "a1", "region"])
+def test_variable_name_valid(name: str) -> None:
+    assert variable_name_error(name) is None
+    assert VARIABLE_NAME.match(name)
+
+
+@pytest.mark.parametrize("name", ["cidrBlock", "1abc", "a-b", "", "a.b", "Ä"])
+def test_variable_name_invalid(name: str) -> None:
+    error = variable_name_error(name)
+    assert error is not None and "must match" in error
+
+
+def test_object_property_names_snake_case() -> None:
+    assert object_property_names(SCHEMA, "snake_case") == [
+        ("cidrBlock", "cidr_block"),
+        ("natGateway", "nat_gateway"),
+        ("natGateway.singleNatGateway", "single_nat_gateway"),
+        ("subnets", "subnets"),
+        ("subnets[].availabilityZone", "availability_zone"),
+        ("subnets[].tags", "tags"),
+        ("matrix", "matrix"),
+        ("matrix[][].cellValue", "cell_value"),
+        ("tags", "tags"),
+    ]
+
+
+def test_object_property_names_verbatim_and_no_free_form_maps() -> None:
+    names = dict(object_property_names(SCHEMA, "verbatim"))
+    assert names["natGateway.singleNatGateway"] == "singleNatGateway"
+    # nothing below an additionalProperties map
+    assert not any(path.startswith("tags.") or path.startswith("subnets[].tags.") for path in names)
+
+
+def test_object_property_names_of_non_object_schema() -> None:
+    assert object_property_names({"type": "string"}, "snake_case") == []
+
+
+def test_naming_problems_clean_schema() -> None:
+    assert naming_problems(SCHEMA, "snake_case") == []
+
+
+def test_naming_problems_verbatim_top_level_must_be_snake() -> None:
+    problems = naming_problems(SCHEMA, "verbatim")
+    assert any("'cidrBlock'" in p and "must match" in p for p in problems)
+    # nested camelCase attributes are fine in verbatim mode
+    assert not any("singleNatGateway" in p for p in problems)
+
+
+def test_naming_problems_reserved_and_collisions() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer"},
+            "cidrBlock": {"type": "string"},
+            "cidr_block": {"type": "string"},
+            "net": {"type": "object", "properties": {"zoneId": {}, "zone_id": {}, "ZoneID": {}, "count": {}}},
+            "my.key": {"type": "string"},
+        },
+    }
+    problems = naming_problems(schema, "snake_case")
+    assert "property 'count': variable name 'count' is reserved by OpenTofu" in problems
+    assert "properties 'cidrBlock' and 'cidr_block' both map to 'cidr_block'" in problems
+    assert "properties 'zoneId' and 'zone_id' in 'net' both map to 'zone_id'" in problems
+    assert "properties 'zoneId' and 'ZoneID' in 'net' both map to 'zone_id'" in problems
+    assert any("'my.key'" in p for p in problems)
+    # a nested attribute may be called like a reserved top-level name
+    assert not any("'net.count'" in p for p in problems)
+
+
+def test_naming_same_name_at_different_levels_is_fine() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "child": {"type": "object", "properties": {"name": {}}}},
+    }
+    assert naming_problems(schema, "snake_case") == []
+
+
+def test_rename_keys_round_trip() -> None:
+    spec = {
+        "cidrBlock": "10.0.0.0/16",
+        "natGateway": {"singleNatGateway": True},
+        "subnets": [{"availabilityZone": "a", "tags": {"costCenter": "x"}}],
+        "matrix": [[{"cellValue": 1}]],
+        "tags": {"teamName": {"ownerName": "me"}},
+    }
+    forward = rename_keys(SCHEMA, spec, "snake_case")
+    assert forward == {
+        "cidr_block": "10.0.0.0/16",
+        "nat_gateway": {"single_nat_gateway": True},
+        "subnets": [{"availability_zone": "a", "tags": {"costCenter": "x"}}],
+        "matrix": [[{"cell_value": 1}]],
+        "tags": {"teamName": {"ownerName": "me"}},
+    }
+    assert rename_keys(SCHEMA, forward, "snake_case", reverse=True) == spec
+    assert spec["natGateway"] == {"singleNatGateway": True}
+
+
+def test_rename_keys_verbatim_copies() -> None:
+    spec = {"cidrBlock": {"a": [1]}}
+    out = rename_keys(SCHEMA, spec, "verbatim")
+    assert out == spec and out is not spec and out["cidrBlock"] is not spec["cidrBlock"]
