@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import kopf
 
-from shared import errors
 from shared.acceptance import Verdict, condition, set_condition
 from shared.errors import ApiError
 from shared.events import EventRecorder
@@ -91,7 +90,7 @@ class DefinitionReconciler:
             log.warning("could not write definition status", extra={"definition": defn.name, "error": exc.message})
             return
         if old is None or old.get("status") != new["status"] or old.get("reason") != new["reason"]:
-            kind = "Normal" if verdict.accepted else "Warning"
+            kind: Literal["Normal", "Warning"] = "Normal" if verdict.accepted else "Warning"
             await self._events.record(defn.to_object(), kind, verdict.reason, verdict.message)
 
     async def rollout(self, defn: ApplicationDefinition) -> tuple[int, int, int]:
@@ -147,15 +146,13 @@ def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.Oper
     """kopf handlers of this service, in a registry of its own (nothing global)."""
     registry = kopf.OperatorRegistry()
 
-    @kopf.on.login(registry=registry)  # type: ignore[misc]
-    def _login(**_: Any) -> Any:
-        return login()
+    @kopf.on.login(registry=registry)
+    def _login(**kwargs: Any) -> Any:
+        return login(**kwargs)
 
-    @kopf.on.event(DEFINITIONS.group, DEFINITIONS.version, DEFINITIONS.plural, registry=registry)  # type: ignore[misc]
-    async def _definition_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-        await reconciler.on_event(event.get("type"), dict(body))
+    @kopf.on.event(DEFINITIONS.group, DEFINITIONS.version, DEFINITIONS.plural, registry=registry)
+    async def _definition_event(*, type: str, body: Any, **_: Any) -> None:
+        await reconciler.on_event(type, dict(body))
 
     return registry
 
-
-__all__ = ["DEFINITIONS", "DefinitionReconciler", "errors", "operator_registry"]

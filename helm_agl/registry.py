@@ -62,7 +62,7 @@ class Served:
 class KindRegistry:
     """Definitions by name, their verdicts, and the storages of the accepted ones."""
 
-    def __init__(self, register: Callable[[Storage], None], unregister: Callable[[str, str, str], None],
+    def __init__(self, register: Callable[[Storage], None], unregister: Callable[[str, str, str], object],
                  make_storage: StorageFactory, kinds_changed: Callable[[], Awaitable[None]]) -> None:
         self._kinds_changed = kinds_changed
         self._register = register

@@ -91,8 +91,8 @@ class ApplicationStorage:
             raise self._not_found(name)
         return hr
 
-    async def _event(self, app: JSON, reason: str, message: str, type_: str = "Normal") -> None:
-        await self._events.record(app, type_, reason, message)  # type: ignore[arg-type]
+    async def _event(self, app: JSON, reason: str, message: str) -> None:
+        await self._events.record(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:

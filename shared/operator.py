@@ -28,14 +28,14 @@ def _data_or_path(entry: dict[str, Any], key: str, base: Path) -> tuple[str | No
     return None, None
 
 
-def connection_info(kubeconfig: str | None) -> Any:
+def connection_info(kubeconfig: str | None, **kwargs: Any) -> Any:
     """kopf credentials from a kubeconfig's current context, or from the pod's service account.
 
     kopf's own kubeconfig login needs the synchronous ``kubernetes`` package; reading the few
     fields it needs is simpler than adding that dependency to the image.
     """
     if not kubeconfig:
-        return kopf.login_with_service_account()
+        return kopf.login_with_service_account(**kwargs)
     path = Path(kubeconfig)
     config = yaml.safe_load(path.read_text())
     context_name = config.get("current-context")

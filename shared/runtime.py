@@ -117,9 +117,9 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         await api.close()
 
 
-def login(kubeconfig: str | None) -> Callable[[], Any]:
-    """The kopf login callable for this process's credentials."""
-    return lambda: connection_info(kubeconfig)
+def login(kubeconfig: str | None) -> Callable[..., Any]:
+    """The kopf login callable for this process's credentials (kopf passes ``settings`` & co)."""
+    return lambda **kwargs: connection_info(kubeconfig, **kwargs)
 
 
 Build = Callable[[Context], Awaitable[Wiring]]

@@ -98,7 +98,7 @@ def wait_for(check: Any, what: str, timeout: float = 30, interval: float = 0.25)
             last = check()
             if last:
                 return last
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last failure
+        except Exception as exc:
             last = exc
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")

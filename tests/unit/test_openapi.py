@@ -141,5 +141,9 @@ def test_v2_document() -> None:
 
 
 def test_to_v2_schema_leaves_data_keywords_alone() -> None:
-    schema = {"type": "object", "default": {"nullable": True, "$ref": "#/components/schemas/x"}, "enum": [None, 1]}
+    schema = {
+        "type": "object",
+        "default": {"nullable": True, "$ref": "#/components/schemas/x"},
+        "enum": [None, 1],
+    }
     assert openapi.to_v2_schema(schema) == schema

@@ -86,7 +86,12 @@ def test_json_patch_errors(ops: Any, code: int) -> None:
 
 
 def test_apply_patch_creates_when_missing() -> None:
-    applied = {"apiVersion": "apps.example.io/v1", "kind": "Thing", "metadata": {"name": "a"}, "spec": {"x": 1}}
+    applied = {
+        "apiVersion": "apps.example.io/v1",
+        "kind": "Thing",
+        "metadata": {"name": "a"},
+        "spec": {"x": 1},
+    }
     result = patch.apply_patch(None, applied)
     assert result == applied
     assert result is not applied

@@ -52,7 +52,10 @@ KUBECTL_ACCEPT = (
         ("application/json;as=Table;v=v1beta1;g=meta.k8s.io", table.Rendering("table", "v1beta1")),
         ("application/json; as=Table; g=meta.k8s.io; v=v1", table.Rendering("table", "v1")),
         # q values outrank order
-        ("application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io", table.Rendering("table", "v1")),
+        (
+            "application/json;q=0.5,application/json;as=Table;v=v1;g=meta.k8s.io",
+            table.Rendering("table", "v1"),
+        ),
         ("application/json;as=Table;v=v1;g=meta.k8s.io;q=0.1,application/json", table.Rendering()),
         # unknown Table versions / groups are skipped, not fatal, when JSON is also acceptable
         ("application/json;as=Table;v=v2;g=meta.k8s.io,application/json", table.Rendering()),
