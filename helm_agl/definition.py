@@ -13,7 +13,6 @@ import functools
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -216,40 +215,6 @@ class ApplicationDefinition(_Model):
 
     def claim(self) -> Claim:
         return Claim(name=self.name, names=self.names, created=self.creation_timestamp)
-
-
-def go_duration(text: str) -> str:
-    """Render a duration the way Go's ``time.Duration`` prints it (``15m`` -> ``15m0s``).
-
-    HelmRelease timeouts written by cozystack carry this form; using it keeps emitted objects
-    comparable with cozystack's.  Raises ``ValueError`` for text that is not a duration.
-    """
-    if not DURATION.match(text):
-        raise ValueError(f"{text!r} is not a duration like 10m, 1h30m or 500ms")
-    units = {"h": 3600 * _SECOND, "m": 60 * _SECOND, "s": _SECOND, "ms": _SECOND // 1000}
-    total = sum(
-        int(Decimal(number) * units[unit]) for number, unit in re.findall(r"([0-9.]+)(ms|s|m|h)", text)
-    )
-    if total == 0:
-        return "0s"
-    if total < _SECOND:
-        return f"{_trim(Decimal(total) / (_SECOND // 1000))}ms"
-    hours, rest = divmod(total, 3600 * _SECOND)
-    minutes, rest = divmod(rest, 60 * _SECOND)
-    seconds = f"{_trim(Decimal(rest) / _SECOND)}s"
-    if hours:
-        return f"{hours}h{minutes}m{seconds}"
-    if minutes:
-        return f"{minutes}m{seconds}"
-    return seconds
-
-
-_SECOND = 1_000_000_000
-
-
-def _trim(value: Decimal) -> str:
-    text = f"{value:f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 # --------------------------------------------------------------------------- acceptance

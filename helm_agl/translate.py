@@ -25,10 +25,10 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any, Protocol
 
 from shared import errors
+from shared.durations import go_duration
 from shared.errors import Cause
 from shared.names import dns1035_label_error
 from shared.rest import Column
@@ -147,45 +147,12 @@ def is_application_release(defn: HelmDefinitionView, hr: Mapping[str, Any]) -> b
     return bool(labels.get(KIND_LABEL) == defn.kind and labels.get(GROUP_LABEL) == GROUP)
 
 
-# --------------------------------------------------------------------------------- durations
-
-_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$")
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_UNIT_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-
-
-def go_duration(text: str) -> str:
-    """Render a Flux duration the way Go's ``time.Duration.String`` does (``15m`` → ``15m0s``).
-
-    cozystack-api round-trips durations through ``metav1.Duration``, so HelmReleases it wrote say
-    ``10m0s``; normalising keeps our objects identical and lets :func:`rollout_patch` see ``10m``
-    and ``10m0s`` as equal.  Text that is not a Flux duration is returned unchanged (the
-    definition's own validation reports it).
-    """
-    if not _DURATION.match(text):
+def _canonical(text: str) -> str:
+    """A live object's duration in canonical form; anything unparsable compares as itself."""
+    try:
+        return go_duration(text)
+    except ValueError:
         return text
-    total = sum(Fraction(num) * _UNIT_NS[unit] for num, unit in _DURATION_PART.findall(text))
-    ns = int(total)
-    if ns == 0:
-        return "0s"
-    if ns < 10**9:
-        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
-            if ns >= size:
-                return _decimal(ns, size) + unit
-    hours, rest = divmod(ns, _UNIT_NS["h"])
-    minutes, rest = divmod(rest, _UNIT_NS["m"])
-    out = f"{hours}h" if hours else ""
-    if hours or minutes:
-        out += f"{minutes}m"
-    return out + _decimal(rest, 10**9) + "s"
-
-
-def _decimal(value: int, unit: int) -> str:
-    whole, frac = divmod(value, unit)
-    if not frac:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{frac:0{digits}d}".rstrip("0")
 
 
 def _timeouts(defn: HelmDefinitionView) -> tuple[str, str]:
@@ -532,7 +499,7 @@ def rollout_patch(defn: HelmDefinitionView, hr: Mapping[str, Any]) -> JSON | Non
         have = spec.get(action) or {}
         action_patch: JSON = {}
         current = have.get("timeout")
-        if not isinstance(current, str) or go_duration(current) != timeout:
+        if not isinstance(current, str) or _canonical(current) != timeout:
             action_patch["timeout"] = timeout
         if defn.disable_wait and have.get("disableWait") is not True:
             action_patch["disableWait"] = True

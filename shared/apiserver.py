@@ -77,9 +77,7 @@ class _Target:
 
 def _json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-    return web.Response(
-        body=data, status=status, headers={"Content-Type": "application/json", **(headers or {})}
-    )
+    return web.Response(body=data, status=status, headers={"Content-Type": "application/json", **(headers or {})})
 
 
 def status_response(err: errors.ApiError) -> web.Response:
@@ -184,9 +182,7 @@ def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None 
         )
     kind = obj.get("kind")
     if kind != info.kind:
-        raise errors.bad_request(
-            f"the kind in the data ({kind or ''}) does not match the expected kind ({info.kind})"
-        )
+        raise errors.bad_request(f"the kind in the data ({kind or ''}) does not match the expected kind ({info.kind})")
     meta = obj.get("metadata")
     if meta is None:
         meta = obj["metadata"] = {}
@@ -206,7 +202,20 @@ def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None 
 
 
 class ApiServer:
-    """Routes, checks and renders requests for every registered :class:`~shared.rest.Storage`."""
+    """Routes, checks and renders requests for every registered :class:`~shared.rest.Storage`.
+
+    Typical wiring in a service::
+
+        config = await authn.load_request_header_config(api_client)
+        server = ApiServer(
+            authenticator=authn.FrontProxyAuthenticator(config),
+            authorizer=authz.from_api_client(api_client),
+            group_versions=[("apps.cozystack.io", "v1alpha1")],
+        )
+        server.register(storage)                      # any time, also while serving
+        ssl_ctx = tls.server_context(cert_file, key_file, config.client_ca)
+        runner = await server.serve("0.0.0.0", 8443, ssl_ctx)
+    """
 
     def __init__(
         self,
@@ -241,6 +250,8 @@ class ApiServer:
     def register(self, storage: Storage) -> None:
         """Serve ``storage`` (replacing any storage of the same group/version/plural)."""
         info = storage.info
+        if not info.namespaced:
+            raise ValueError(f"{info.plural}.{info.group}: only namespaced resources are supported")
         self._storages[(info.group, info.version, info.plural)] = storage
         self._generation += 1
 
@@ -408,9 +419,7 @@ class ApiServer:
             allowed = await self._authorizer.authorize(user, attrs)
         self.metrics.authorization_decisions.labels("allow" if allowed else "deny").inc()
         if not allowed:
-            raise errors.forbidden(
-                user.name, attrs.verb, attrs.resource, attrs.group, attrs.namespace, attrs.name
-            )
+            raise errors.forbidden(user.name, attrs.verb, attrs.resource, attrs.group, attrs.namespace, attrs.name)
 
     # --- discovery and OpenAPI --------------------------------------------------------------------
 
@@ -485,9 +494,7 @@ class ApiServer:
         if len(parts) <= 2:
             info.verb = "discovery"
             if request.method not in ("GET", "HEAD"):
-                raise errors.method_not_allowed(
-                    "the server does not allow this method on the requested resource"
-                )
+                raise errors.method_not_allowed("the server does not allow this method on the requested resource")
             return _json_response(self._discovery(parts))
         target = self._target(parts)
         info.group, info.resource = target.group, target.plural
@@ -501,7 +508,7 @@ class ApiServer:
                 version=target.version,
                 resource=target.plural,
                 namespace=target.namespace,
-                name=target.name,
+                name=target.name if target.name is not None else self._selected_name(request, verb),
                 subresource=target.subresource,
             ),
         )
@@ -539,6 +546,21 @@ class ApiServer:
             name=rest[1] if len(rest) > 1 else None,
             subresource="/".join(rest[2:]),
         )
+
+    @staticmethod
+    def _selected_name(request: web.Request, verb: str) -> str | None:
+        """For list/watch, the name a ``metadata.name=`` field selector pins (authorized like kube).
+
+        This lets a user whose RBAC names single objects (``resourceNames``) run ``kubectl get x -w``.
+        """
+        if verb not in ("list", "watch"):
+            return None
+        try:
+            reqs = selectors.parse_field_selector(request.query.get("fieldSelector") or "")
+        except errors.ApiError:
+            return None  # reported as a 400 once authorized
+        names = [value for field, op, value in reqs if field == "metadata.name" and op == selectors.EQUALS]
+        return names[0] if len(names) == 1 else None
 
     @staticmethod
     def _verb(request: web.Request, target: _Target) -> str:
@@ -602,9 +624,7 @@ class ApiServer:
     @staticmethod
     def _render_list(storage: Storage, lst: JSON, rendering: table.Rendering, include: str) -> JSON:
         if rendering.mode == table.TABLE_MODE:
-            return table.list_table(
-                storage.info, lst, storage.table_cells, include=include, version=rendering.version
-            )
+            return table.list_table(storage.info, lst, storage.table_cells, include=include, version=rendering.version)
         if rendering.mode == table.PARTIAL_MODE:
             return table.partial_metadata_list(lst, rendering.version)
         return lst
@@ -720,9 +740,7 @@ class ApiServer:
             raise errors.bad_request("DeleteOptions.dryRun must be a list")
         options = parse_write_options(request.query, "DeleteOptions", body_dry_run)
         preconditions = body.get("preconditions") or {}
-        if isinstance(preconditions, dict) and (
-            preconditions.get("uid") or preconditions.get("resourceVersion")
-        ):
+        if isinstance(preconditions, dict) and (preconditions.get("uid") or preconditions.get("resourceVersion")):
             current = await storage.get(ctx, namespace, name)
             meta = current.get("metadata") or {}
             for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
@@ -760,7 +778,11 @@ class ApiServer:
         deadline = loop.time() + options.timeout_seconds if options.timeout_seconds else None
         stopping = request.app[_STOPPING]
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=256)
-        pump = asyncio.create_task(self._pump(storage.watch(ctx, target.namespace, options), queue))
+        if _bool_param(request.query, "sendInitialEvents"):
+            events = self._initial_events_then_watch(storage, ctx, target.namespace, options)
+        else:
+            events = storage.watch(ctx, target.namespace, options)
+        pump = asyncio.create_task(self._pump(events, queue))
         response: web.StreamResponse | None = None
         gauge = self.metrics.watchers.labels(storage.info.group, storage.info.plural)
         headers_sent = False
@@ -826,14 +848,49 @@ class ApiServer:
         return response is not None and response.prepared
 
     @staticmethod
-    async def _next(
-        queue: asyncio.Queue[tuple[str, Any]], wait: float, left: float | None
-    ) -> tuple[str, Any] | None:
+    async def _next(queue: asyncio.Queue[tuple[str, Any]], wait: float, left: float | None) -> tuple[str, Any] | None:
         timeout = wait if left is None else max(0.0, min(wait, left))
         try:
             return await asyncio.wait_for(queue.get(), timeout)
         except TimeoutError:
             return None
+
+    @staticmethod
+    async def _initial_events_then_watch(
+        storage: Storage, ctx: RequestContext, namespace: str | None, options: ListOptions
+    ) -> AsyncIterator[JSON]:
+        """The "watch-list" protocol on top of list + watch.
+
+        Newer client-go reflectors ask for ``sendInitialEvents=true``: the current objects as ADDED
+        events, then a BOOKMARK annotated ``k8s.io/initial-events-end``, then changes.  Without the
+        bookmark such a client waits until its watch times out before falling back to list.
+        """
+        first = ListOptions(
+            label_selector=options.label_selector,
+            field_selector=options.field_selector,
+            resource_version=options.resource_version,
+        )
+        lst = await storage.list(ctx, namespace, first)
+        for item in lst.get("items") or []:
+            yield {"type": "ADDED", "object": item}
+        rv = (lst.get("metadata") or {}).get("resourceVersion") or ""
+        yield {
+            "type": "BOOKMARK",
+            "object": {
+                "apiVersion": storage.info.api_version,
+                "kind": storage.info.kind,
+                "metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}},
+            },
+        }
+        follow = ListOptions(
+            label_selector=options.label_selector,
+            field_selector=options.field_selector,
+            resource_version=rv or None,
+            timeout_seconds=options.timeout_seconds,
+            allow_bookmarks=options.allow_bookmarks,
+        )
+        async for event in storage.watch(ctx, namespace, follow):
+            yield event
 
     @staticmethod
     async def _pump(events: AsyncIterator[JSON], queue: asyncio.Queue[tuple[str, Any]]) -> None:

@@ -38,9 +38,7 @@ def _json_list(data: Mapping[str, str], key: str, default: tuple[str, ...]) -> t
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{key} in {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} is not a JSON list: {exc}"
-        ) from exc
+        raise ValueError(f"{key} in {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} is not a JSON list: {exc}") from exc
     if value is None:
         return default
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -81,9 +79,7 @@ class RequestHeaderConfig:
             allowed_names=_json_list(data, "requestheader-allowed-names", ()),
             username_headers=_json_list(data, "requestheader-username-headers", ("X-Remote-User",)),
             group_headers=_json_list(data, "requestheader-group-headers", ("X-Remote-Group",)),
-            extra_headers_prefixes=_json_list(
-                data, "requestheader-extra-headers-prefix", ("X-Remote-Extra-",)
-            ),
+            extra_headers_prefixes=_json_list(data, "requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
         )
 
     def authenticate(self, peercert: PeerCert | None, headers: Mapping[str, str]) -> User:

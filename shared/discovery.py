@@ -37,9 +37,7 @@ def sort_versions(versions: Iterable[str]) -> list[str]:
     return sorted(set(versions), key=_version_key)
 
 
-def _group_versions(
-    infos: Iterable[ResourceInfo], extra: Iterable[tuple[str, str]] = ()
-) -> dict[str, list[str]]:
+def _group_versions(infos: Iterable[ResourceInfo], extra: Iterable[tuple[str, str]] = ()) -> dict[str, list[str]]:
     by_group: dict[str, set[str]] = {}
     for info in infos:
         by_group.setdefault(info.group, set()).add(info.version)
@@ -59,9 +57,7 @@ def api_group_list(infos: Iterable[ResourceInfo], extra: Iterable[tuple[str, str
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
 
-def api_group(
-    group: str, infos: Iterable[ResourceInfo], extra: Iterable[tuple[str, str]] = ()
-) -> JSON | None:
+def api_group(group: str, infos: Iterable[ResourceInfo], extra: Iterable[tuple[str, str]] = ()) -> JSON | None:
     """``/apis/<group>``, or None when the group is not served (the caller answers 404)."""
     versions = _group_versions([i for i in infos if i.group == group], [e for e in extra if e[0] == group])
     if group not in versions:

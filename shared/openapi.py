@@ -339,8 +339,7 @@ class _Op:
                 }
             )
         params += [
-            {"uniqueItems": True, "type": t, "description": d, "name": n, "in": "query"}
-            for n, t, d in self.params
+            {"uniqueItems": True, "type": t, "description": d, "name": n, "in": "query"} for n, t, d in self.params
         ]
         return {
             "description": self.description,
@@ -544,12 +543,7 @@ def to_v2_schema(schema: Any) -> Any:
         out.pop("type", None)
     # A lone allOf-wrapped $ref is how v3 attaches a description to a ref; v2 takes the ref itself.
     all_of = out.get("allOf")
-    if (
-        isinstance(all_of, list)
-        and len(all_of) == 1
-        and isinstance(all_of[0], dict)
-        and set(all_of[0]) == {"$ref"}
-    ):
+    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict) and set(all_of[0]) == {"$ref"}:
         del out["allOf"]
         out["$ref"] = all_of[0]["$ref"]
     return out
@@ -563,9 +557,7 @@ def v2_document(infos: Iterable[ResourceInfo], title: str = "agl", version: str 
     for info in selected:
         tag = _tag(info.group, info.version)
         definitions[definition_name(info.group, info.version, info.kind)] = to_v2_schema(object_schema(info))
-        definitions[definition_name(info.group, info.version, info.list_kind)] = to_v2_schema(
-            list_schema(info)
-        )
+        definitions[definition_name(info.group, info.version, info.list_kind)] = to_v2_schema(list_schema(info))
         for path, (path_params, ops) in _paths(info).items():
             item: JSON = {method: op.v2(tag) for method, op in ops.items()}
             if path_params:

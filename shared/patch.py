@@ -202,8 +202,4 @@ def states_resource_version(kind: PatchType, doc: Any) -> bool:
             for op in (doc if isinstance(doc, list) else [])
         )
     meta = doc.get("metadata") if isinstance(doc, dict) else None
-    return (
-        isinstance(meta, dict)
-        and isinstance(meta.get("resourceVersion"), str)
-        and meta["resourceVersion"] != ""
-    )
+    return isinstance(meta, dict) and isinstance(meta.get("resourceVersion"), str) and meta["resourceVersion"] != ""

@@ -55,9 +55,7 @@ def _bad(message: str) -> errors.ApiError:
 def label_key_error(key: str) -> str | None:
     """Why ``key`` is not a valid label key (optional DNS-subdomain prefix, then a name), or None."""
     prefix, sep, name = key.rpartition("/")
-    if sep and (
-        not prefix or len(prefix) > 253 or not all(_DNS1123_LABEL.match(p) for p in prefix.split("."))
-    ):
+    if sep and (not prefix or len(prefix) > 253 or not all(_DNS1123_LABEL.match(p) for p in prefix.split("."))):
         return f"prefix part of {key!r} must be a lowercase DNS subdomain of at most 253 characters"
     if not name:
         return "name part must be non-empty"

@@ -191,9 +191,7 @@ def cells(
         return [name, age(obj, now)]
     given = list(table_cells(obj))
     if len(given) != len(declared):
-        log.warning(
-            "table_cells returned %d cells for %d columns of %s", len(given), len(declared), info.plural
-        )
+        log.warning("table_cells returned %d cells for %d columns of %s", len(given), len(declared), info.plural)
         given = (given + [None] * len(declared))[: len(declared)]
     out: list[Any] = []
     for index, (column, value) in enumerate(zip(declared, given, strict=True)):
@@ -259,11 +257,7 @@ def _row(
 
 
 def _list_meta(meta: JSON) -> JSON:
-    return {
-        k: meta[k]
-        for k in ("resourceVersion", "continue", "remainingItemCount")
-        if meta.get(k) not in (None, "")
-    }
+    return {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k) not in (None, "")}
 
 
 def table(
@@ -372,7 +366,5 @@ def watch_event(
         }
     return {
         "type": kind,
-        "object": object_table(
-            info, obj, table_cells, include=include, version=rendering.version, headers=headers
-        ),
+        "object": object_table(info, obj, table_cells, include=include, version=rendering.version, headers=headers),
     }

@@ -144,9 +144,7 @@ def new_cert(
             ),
             critical=True,
         )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
     if usages:
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
@@ -186,9 +184,7 @@ def _text(pem: bytes | str) -> str:
     return pem.decode("ascii") if isinstance(pem, bytes) else pem
 
 
-def server_context(
-    cert_file: str | Path, key_file: str | Path, client_ca: bytes | str | None
-) -> ssl.SSLContext:
+def server_context(cert_file: str | Path, key_file: str | Path, client_ca: bytes | str | None) -> ssl.SSLContext:
     """Server-side TLS context that verifies client certificates *when one is presented*.
 
     ``CERT_OPTIONAL`` rather than ``CERT_REQUIRED``: health probes and Prometheus come without a

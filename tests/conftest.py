@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures"
+#: Sample definitions: the demo applies them and the tests use them as realistic fixtures.
+FIXTURES = ROOT / "deploy" / "samples"
 
 
 def _reference_dir() -> Path:
-    for candidate in (ROOT.parent / "shared" / "reference" / "status", ROOT / "tests" / "fixtures" / "reference"):
+    for candidate in (ROOT.parent / "shared" / "reference" / "status",):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError("reference statuses not found next to the repository (../shared/reference/status)")

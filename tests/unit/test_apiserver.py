@@ -875,3 +875,82 @@ async def test_watch_stops_when_the_client_goes_away(env: Env) -> None:
         await asyncio.sleep(0.05)
     assert env.storage.watchers == []
     assert env.storage.watch_closed == 1
+
+
+# --- the real wiring: TLS + front-proxy authentication through serve() ----------------------------
+
+
+async def test_serve_over_tls_with_front_proxy_authentication(tmp_path: Any) -> None:
+    import aiohttp
+
+    from shared import tls
+    from shared.authn import FrontProxyAuthenticator, RequestHeaderConfig
+
+    proxy_ca = tls.new_ca("front-proxy-ca")
+    config = RequestHeaderConfig(client_ca=proxy_ca.cert_pem.decode(), allowed_names=("front-proxy-client",))
+    files = tls.write_serving_cert(tmp_path, ["localhost"], ["127.0.0.1"])
+    server = ApiServer(authenticator=FrontProxyAuthenticator(config), authorizer=RecordingAuthorizer())
+    server.register(MemoryStorage(INFO))
+    runner = await server.serve("127.0.0.1", 0, tls.server_context(files.cert_file, files.key_file, config.client_ca))
+    port = runner.addresses[0][1]
+    base = f"https://127.0.0.1:{port}"
+
+    def client_ssl(cn: str | None) -> Any:
+        if cn is None:
+            return tls.client_context(files.ca_pem)
+        leaf = tls.new_cert(proxy_ca, cn, server=False, client=True)
+        (tmp_path / f"{cn}.crt").write_bytes(leaf.cert_pem)
+        (tmp_path / f"{cn}.key").write_bytes(leaf.key_pem)
+        return tls.client_context(files.ca_pem, tmp_path / f"{cn}.crt", tmp_path / f"{cn}.key")
+
+    try:
+        async with aiohttp.ClientSession() as session:
+            proxy = client_ssl("front-proxy-client")
+            headers = {"X-Remote-User": "alice", "X-Remote-Group": "devs"}
+            async with session.get(
+                f"{base}/apis/{GROUP}/{VERSION}/namespaces/ns/things", ssl=proxy, headers=headers
+            ) as r:
+                assert r.status == 200
+                assert (await r.json())["kind"] == "ThingList"
+            async with session.get(f"{base}/apis", ssl=client_ssl(None), headers=headers) as r:
+                assert r.status == 401  # headers without the proxy's certificate are not trusted
+            async with session.get(f"{base}/apis", ssl=client_ssl("intruder"), headers=headers) as r:
+                assert r.status == 401  # a certificate from the right CA but not an allowed name
+            async with session.get(f"{base}/healthz", ssl=client_ssl(None)) as r:
+                assert r.status == 200
+    finally:
+        await runner.cleanup()
+
+
+async def test_watch_list_protocol_sends_initial_events_then_bookmark(env: Env) -> None:
+    env.storage.seed("ns", thing("a"))
+    env.storage.seed("ns", thing("b"))
+    resp = await env.call(
+        "GET",
+        f"{BASE}/namespaces/ns/things?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+        "&resourceVersionMatch=NotOlderThan&timeoutSeconds=2",
+    )
+    events = await read_events(resp, 3)
+    assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK"]
+    bookmark = events[2]["object"]
+    assert bookmark["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert bookmark["metadata"]["resourceVersion"] == str(env.storage.rv)
+    await env.call("POST", f"{BASE}/namespaces/ns/things", json=thing("c"))
+    later = await read_events(resp, 1)
+    assert later[0]["type"] == "ADDED"
+    assert later[0]["object"]["metadata"]["name"] == "c"
+    resp.close()
+
+
+async def test_name_field_selector_is_authorized_as_that_name(env: Env) -> None:
+    resp = await env.call("GET", f"{BASE}/namespaces/ns/things?fieldSelector=metadata.name%3Da")
+    assert resp.status == 200
+    assert env.authz.asked[-1] == ResourceAttributes("list", GROUP, VERSION, "things", "ns", "a")
+    await env.call("GET", f"{BASE}/namespaces/ns/things?fieldSelector=metadata.name!%3Da")
+    assert env.authz.asked[-1].name is None
+
+
+def test_cluster_scoped_resources_are_refused() -> None:
+    info = ResourceInfo(GROUP, VERSION, "Cluster", "clusters", "cluster", {}, namespaced=False)
+    with pytest.raises(ValueError, match="only namespaced"):
+        ApiServer().register(MemoryStorage(info))

@@ -25,7 +25,7 @@ from tofu_agl.definition import TofuApplicationDefinition
 from tofu_agl.definition import acceptance as tofu_acceptance
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "definitions"
+FIXTURES = ROOT / "deploy" / "samples" / "definitions"
 HELM_CRD = ROOT / "crds" / "cozystack.io_applicationdefinitions.yaml"
 TOFU_CRD = ROOT / "crds" / "cozystack.io_tofuapplicationdefinitions.yaml"
 

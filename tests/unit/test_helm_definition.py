@@ -10,9 +10,9 @@ import pydantic
 import pytest
 import yaml
 
-from helm_agl.definition import ApplicationDefinition, acceptance, go_duration
+from helm_agl.definition import ApplicationDefinition, acceptance
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "definitions"
+FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -211,25 +211,3 @@ def test_invalid_names(field: str, value: str) -> None:
     assert acceptance(d, []).reason == "InvalidNames"
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("15m", "15m0s"),
-        ("10m", "10m0s"),
-        ("1h", "1h0m0s"),
-        ("90s", "1m30s"),
-        ("500ms", "500ms"),
-        ("1.5h", "1h30m0s"),
-        ("2h45m30s", "2h45m30s"),
-        ("0s", "0s"),
-        ("0.5s", "500ms"),
-        ("30s", "30s"),
-    ],
-)
-def test_go_duration(text: str, expected: str) -> None:
-    assert go_duration(text) == expected
-
-
-def test_go_duration_rejects_garbage() -> None:
-    with pytest.raises(ValueError):
-        go_duration("10 minutes")

@@ -779,25 +779,6 @@ def test_fine_labels_and_long_annotation_values_pass() -> None:
 # ------------------------------------------------------------------------------ durations
 
 
-@pytest.mark.parametrize(
-    ("text", "want"),
-    [
-        ("10m", "10m0s"),
-        ("10m0s", "10m0s"),
-        ("1h", "1h0m0s"),
-        ("90s", "1m30s"),
-        ("1.5h", "1h30m0s"),
-        ("2h45m", "2h45m0s"),
-        ("1.5s", "1.5s"),
-        ("500ms", "500ms"),
-        ("1500ms", "1.5s"),
-        ("0s", "0s"),
-        ("30s", "30s"),
-        ("bogus", "bogus"),
-    ],
-)
-def test_go_duration(text: str, want: str) -> None:
-    assert t.go_duration(text) == want
 
 
 # --------------------------------------------------------------------------------- rollout

@@ -12,7 +12,7 @@ import yaml
 
 from shared.schema import apply_defaults, parse_schema, schema_error, structural, validate
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "definitions"
+FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 
 INT_OR_STRING = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
 

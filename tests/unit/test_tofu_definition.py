@@ -17,7 +17,7 @@ from tofu_agl.definition import (
     template_problem,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "definitions"
+FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 
 
 def load(name: str) -> dict[str, Any]:

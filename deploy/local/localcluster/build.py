@@ -181,7 +181,17 @@ def etcd_target() -> GoTarget:
 
 
 def helm_target() -> GoTarget:
-    return GoTarget("helm", "helm.sh/helm/v3", versions.HELM, "helm.sh/helm/v3/cmd/helm")
+    """helm, stamped like its release builds: its own version, and the control plane's Kubernetes
+    version as the default ``.Capabilities.KubeVersion`` of ``helm template`` (so rendering offline
+    targets the same API the chart checks apply to)."""
+    major, minor = versions.KUBERNETES.removeprefix("v").split(".")[:2]
+    stamp = (
+        f"-X helm.sh/helm/v3/internal/version.version={versions.HELM}",
+        "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+        *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+          for pkg in ("chartutil", "lint/rules") for part, value in (("Major", major), ("Minor", minor))),
+    )
+    return GoTarget("helm", "helm.sh/helm/v3", versions.HELM, "helm.sh/helm/v3/cmd/helm", ldflags=stamp)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 KUBERNETES = "v1.35.4"
 ETCD = "v3.6.5"
-HELM = "v3.19.0"
+#: Newest helm v3 on the module proxy that builds with the Go toolchain here (v3.22 needs Go >= 1.26);
+#: used by the chart checks of the integration tier (``helm template``) and put on PATH by ``up``.
+HELM = "v3.22.0"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,57 @@
+"""tofu_agl's wiring: the Tofu-backed kinds, their storages and the definition reconciler."""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.kube import GVR, ObjectClient
+from shared.names import dns1123_subdomain_error
+from shared.rest import ResourceInfo
+from shared.runtime import Build, Context, Wiring, login
+
+from . import translate
+from .definition import TofuApplicationDefinition
+from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
+from .registry import KindRegistry
+from .storage import ApplicationStorage
+
+COMPONENT = "tofu-agl"
+TERRAFORMS = GVR(translate.TF_GROUP, translate.TF_VERSION, translate.TF_PLURAL)
+
+
+def _group(value: str) -> str:
+    error = dns1123_subdomain_error(value)
+    if error or "." not in value:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an API group name (a DNS subdomain with a dot)"
+                                         + (f": {error}" if error else ""))
+    return value
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags only this service takes."""
+    parser.add_argument(
+        "--group", type=_group, default=translate.DEFAULT_GROUP,
+        help="API group the Tofu-backed kinds are served in (default %(default)s); the APIService must match",
+    )
+
+
+def wiring(args: argparse.Namespace) -> Build:
+    """The build callback :func:`shared.runtime.run` calls once the shared context exists."""
+    group: str = args.group
+
+    async def build(ctx: Context) -> Wiring:
+        terraforms = ObjectClient(ctx.api, TERRAFORMS, field_manager=COMPONENT)
+        definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
+        ctx.server.serve_group_version(group, translate.VERSION)
+
+        def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
+            return ApplicationStorage(defn, info, terraforms, ctx.events)
+
+        async def kinds_changed() -> None:
+            await ctx.discovery_changed(group, translate.VERSION)
+
+        registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
+        reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events)
+        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close)
+
+    return build

@@ -1,0 +1,154 @@
+"""The live set of Tofu-backed kinds: which definitions are accepted and which kinds are served.
+
+Acceptance of one definition depends on the others (kind names must not collide), so every
+change re-decides all of them; the served set in :class:`shared.apiserver.ApiServer` is then
+brought in line, which is what makes kinds appear and disappear without a restart.  Shaped like
+helm_agl's registry on purpose; the differences are the configurable group and the status
+schema (plan, outputs, phase).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.acceptance import Verdict
+from shared.rest import JSON, ResourceInfo, Storage
+from shared.schema import structural
+
+from . import status, translate
+from .definition import TofuApplicationDefinition, acceptance
+
+log = logging.getLogger(__name__)
+
+StorageFactory = Callable[[TofuApplicationDefinition, ResourceInfo], Any]
+
+_CONDITIONS: JSON = {
+    "type": "array",
+    "description": "Ready, Planned, Applied and Stalled from the Terraform; AwaitingApproval while a plan "
+    "waits for the user.",
+    "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+}
+
+_STATUS: JSON = {
+    "type": "object",
+    "description": "Projected from the Terraform.",
+    "properties": {
+        "phase": {"type": "string", "description": "Ready, Planning, AwaitingApproval, Applying, Failed, "
+                  "Drifted or Deleting."},
+        "version": {"type": "string", "description": "The source revision last applied."},
+        "conditions": _CONDITIONS,
+        "plan": {
+            "type": "object",
+            "description": "Plans of the module run.",
+            "properties": {
+                "pending": {"type": "string", "description": "Id of the plan waiting to be applied; approve "
+                            f"it with the {translate.APPROVE_ANNOTATION} annotation."},
+                "lastApplied": {"type": "string", "description": "Id of the plan applied last."},
+            },
+        },
+        "outputs": {
+            "type": "object",
+            "description": "Where the module outputs are (names only, never values).",
+            "properties": {
+                "secretName": {"type": "string", "description": "Secret holding the outputs."},
+                "names": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    },
+}
+
+
+def resource_info(defn: TofuApplicationDefinition, group: str) -> ResourceInfo:
+    """Discovery and OpenAPI facts for the kind ``defn`` publishes in ``group``."""
+    spec_schema = structural(defn.schema) if defn.schema else {"type": "object"}
+    schema: JSON = {
+        "type": "object",
+        "description": f"{defn.kind} is an application served by the Tofu-backed AGL "
+        f"(TofuApplicationDefinition {defn.name}); its spec is the input of an OpenTofu module.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": _STATUS,
+        },
+    }
+    return ResourceInfo(
+        group=group, version=translate.VERSION, kind=defn.kind, plural=defn.plural,
+        singular=defn.singular, schema=schema, columns=status.COLUMNS, categories=("cozystack",),
+    )
+
+
+@dataclass
+class Served:
+    definition: TofuApplicationDefinition
+    storage: Any
+
+
+class KindRegistry:
+    """Definitions by name, their verdicts, and the storages of the accepted ones."""
+
+    def __init__(self, group: str, register: Callable[[Storage], None],
+                 unregister: Callable[[str, str, str], object], make_storage: StorageFactory,
+                 kinds_changed: Callable[[], Awaitable[None]]) -> None:
+        self.group = group
+        self._kinds_changed = kinds_changed
+        self._register = register
+        self._unregister = unregister
+        self._make_storage = make_storage
+        self.definitions: dict[str, TofuApplicationDefinition] = {}
+        self.verdicts: dict[str, Verdict] = {}
+        self.served: dict[str, Served] = {}
+
+    def upsert(self, obj: JSON) -> TofuApplicationDefinition:
+        defn = TofuApplicationDefinition.from_object(obj)
+        self.definitions[defn.name] = defn
+        return defn
+
+    def remove(self, name: str) -> None:
+        self.definitions.pop(name, None)
+        self.verdicts.pop(name, None)
+
+    def accepted(self, name: str) -> TofuApplicationDefinition | None:
+        served = self.served.get(name)
+        return served.definition if served else None
+
+    async def sync(self) -> dict[str, Verdict]:
+        """Re-decide every definition and serve exactly the accepted kinds; returns all verdicts."""
+        defs = list(self.definitions.values())
+        before = {name: served.storage.info for name, served in self.served.items()}
+        self.verdicts = {d.name: acceptance(d, defs) for d in defs}
+        for name in list(self.served):
+            current = self.definitions.get(name)
+            served = self.served[name]
+            if current is None or not self.verdicts[name].accepted or _changed(served.definition, current):
+                await self._stop(name)
+        for defn in defs:
+            if self.verdicts[defn.name].accepted and defn.name not in self.served:
+                storage = self._make_storage(defn, resource_info(defn, self.group))
+                storage.start()
+                self._register(storage)
+                self.served[defn.name] = Served(defn, storage)
+                log.info("serving kind", extra={"kind": defn.kind, "plural": defn.plural, "definition": defn.name})
+        if before != {name: served.storage.info for name, served in self.served.items()}:
+            await self._kinds_changed()
+        return dict(self.verdicts)
+
+    async def _stop(self, name: str) -> None:
+        served = self.served.pop(name)
+        info = served.storage.info
+        self._unregister(info.group, info.version, info.plural)
+        await served.storage.stop()
+        log.info("stopped serving kind", extra={"kind": info.kind, "definition": name})
+
+    async def close(self) -> None:
+        for name in list(self.served):
+            await self._stop(name)
+
+
+def _changed(old: TofuApplicationDefinition, new: TofuApplicationDefinition) -> bool:
+    """Whether the served kind must be rebuilt (the spec changed; status writes do not count)."""
+    return bool(old.to_object().get("spec") != new.to_object().get("spec"))

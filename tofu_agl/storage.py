@@ -1,0 +1,276 @@
+"""The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
+
+Shaped like helm_agl's storage on purpose (Draft 1 keeps the two stacks side by side so Draft 2
+can extract the common interface from real code).  Reads (get, list) go to kube-apiserver so they
+are as consistent as the backing object itself; watches are served from one
+:class:`shared.informer.Informer` per kind.  Every write is checked here first (name, spec shape,
+schema, variable names, the command annotations) so a bad request never reaches the Terraform.
+
+What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
+the *live* Terraform on the update path (``kubectl annotate`` is a merge patch, i.e. an update),
+and an accepted approval is recorded as an Event naming the user who gave it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from shared import errors, selectors
+from shared.errors import ApiError
+from shared.events import EventRecorder
+from shared.informer import Informer
+from shared.kube import ObjectClient
+from shared.rest import JSON, ListOptions, RequestContext, ResourceInfo, WriteOptions
+
+from . import approval, status, translate
+from .definition import TofuApplicationDefinition
+
+log = logging.getLogger(__name__)
+
+#: Live Terraform metadata that belongs to controllers, not to the Application; a rebuilt object
+#: must carry it or a PUT would strip tofu-controller's finalizer or an owner reference.
+_KEPT_METADATA = ("finalizers", "ownerReferences")
+#: Live Terraform spec fields an operator sets directly (``tfctl suspend``); not part of the
+#: Application, so an update must not resume a suspended instance.
+_KEPT_SPEC = ("suspend",)
+
+
+def backing_selector(defn: TofuApplicationDefinition, group: str) -> str:
+    """Label selector matching every Terraform that backs an Application of ``defn``'s kind."""
+    return f"{translate.LABEL_KIND}={defn.kind},{translate.LABEL_GROUP}={group}"
+
+
+def user_label_key(key: str) -> str:
+    """Terraform label key under which a user's label ``key`` is stored."""
+    return translate.USER_PREFIX + key
+
+
+class ApplicationStorage:
+    """:class:`shared.rest.Storage` for the kind one TofuApplicationDefinition publishes."""
+
+    def __init__(
+        self,
+        definition: TofuApplicationDefinition,
+        info: ResourceInfo,
+        terraforms: ObjectClient,
+        events: EventRecorder,
+    ) -> None:
+        self.definition = definition
+        self.info = info
+        self.group = info.group
+        self._terraforms = terraforms
+        self._events = events
+        self._informer = Informer(
+            terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}"
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._informer.start()
+
+    async def stop(self) -> None:
+        await self._informer.stop()
+
+    # ------------------------------------------------------------------ helpers
+    def _not_found(self, name: str) -> ApiError:
+        return errors.not_found(self.info.group, self.info.plural, name)
+
+    def _to_app(self, tf: JSON) -> JSON | None:
+        return translate.from_terraform(self.definition, tf, self.group)
+
+    def _backing_selector(self, options: ListOptions) -> str:
+        user = selectors.translate_keys(options.label_selector, user_label_key)
+        return ",".join(s for s in (backing_selector(self.definition, self.group), selectors.render(user)) if s)
+
+    def _backing_fields(self, options: ListOptions) -> str:
+        backing = tuple(
+            (field, op, translate.terraform_name(self.definition, value) if field == "metadata.name" else value)
+            for field, op, value in options.field_selector
+        )
+        return selectors.render_field_selector(backing)
+
+    def _rename(self, exc: ApiError, name: str) -> ApiError:
+        """Speak of the Application, not the Terraform, for errors a user can act on."""
+        if exc.code == 404:
+            return self._not_found(name)
+        if exc.reason == "AlreadyExists":
+            return errors.already_exists(self.info.group, self.info.plural, name)
+        if exc.code == 409:
+            return errors.conflict(
+                self.info.group, self.info.plural, name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
+        return exc
+
+    async def _live(self, namespace: str, name: str) -> JSON:
+        try:
+            tf = await self._terraforms.get(namespace, translate.terraform_name(self.definition, name))
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        if not translate.is_application(tf, self.definition.kind, self.group):
+            raise self._not_found(name)
+        return tf
+
+    async def _event(self, app: JSON, reason: str, message: str) -> None:
+        await self._events.record(app, "Normal", reason, message)
+
+    def _approval(self, app: JSON, live: JSON | None) -> str | None:
+        """The plan id this write approves (None: nothing to approve); 422 for a wrong id."""
+        meta = app.get("metadata") or {}
+        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else None
+        return approval.check_approval(
+            annotations, live, group=self.group, kind=self.definition.kind, name=str(meta.get("name") or "")
+        )
+
+    # ------------------------------------------------------------------ reads
+    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        app = self._to_app(await self._live(namespace, name))
+        if app is None:
+            raise self._not_found(name)
+        return app
+
+    async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
+        page = await self._terraforms.list(
+            namespace,
+            label_selector=self._backing_selector(options),
+            field_selector=self._backing_fields(options),
+            limit=options.limit,
+            continue_token=options.continue_token,
+            resource_version=options.resource_version,
+        )
+        items = [app for tf in page.get("items") or [] if (app := self._to_app(tf)) is not None]
+        meta = page.get("metadata") or {}
+        list_meta = {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k)}
+        return {"apiVersion": self.info.api_version, "kind": self.info.list_kind, "metadata": list_meta,
+                "items": items}
+
+    async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
+        user_selector = selectors.parse_label_selector(options.label_selector)
+        visible: set[tuple[str, str]] = set()
+        subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks)
+        try:
+            async for event in subscription:
+                kind, tf = event["type"], event["object"]
+                if kind == "BOOKMARK":
+                    yield {"type": kind, "object": {"apiVersion": self.info.api_version, "kind": self.info.kind,
+                                                    "metadata": tf.get("metadata", {})}}
+                    continue
+                app = self._to_app(tf)
+                if app is None:
+                    continue
+                meta = app["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                if namespace and key[0] != namespace:
+                    continue
+                matches = selectors.matches(user_selector, meta.get("labels") or {}) and selectors.field_matches(
+                    options.field_selector, app
+                )
+                if kind == "DELETED":
+                    if key in visible or matches:
+                        visible.discard(key)
+                        yield {"type": "DELETED", "object": app}
+                elif matches:
+                    yield {"type": "MODIFIED" if key in visible and kind != "ADDED" else kind, "object": app}
+                    visible.add(key)
+                elif key in visible:
+                    # It stopped matching the selector: to this watcher it is gone.
+                    visible.discard(key)
+                    yield {"type": "DELETED", "object": app}
+        except ApiError as exc:
+            yield {"type": "ERROR", "object": exc.status()}
+        finally:
+            await subscription.aclose()
+
+    # ------------------------------------------------------------------ writes
+    async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
+        app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        translate.validate_application(self.definition, app_in, self.group)
+        name = app_in["metadata"]["name"]
+        # Nothing can be pending on an object that does not exist yet: an approval here is a 422.
+        self._approval(app_in, None)
+        tf = translate.to_terraform(self.definition, app_in, self.group)
+        try:
+            created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        app = self._to_app(created) or {}
+        if not options.dry_run:
+            await self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
+        return app
+
+    async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
+                     options: WriteOptions) -> JSON:
+        existing = await self._live(namespace, name)
+        live_meta = existing.get("metadata") or {}
+        wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != live_meta.get("resourceVersion"):
+            raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
+        app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
+        translate.validate_application(self.definition, app_in, self.group)
+        approved = self._approval(app_in, existing)
+        tf = translate.to_terraform(self.definition, app_in, self.group, approved_plan=approved, existing=existing)
+        _keep_controller_fields(tf, existing)
+        tf["metadata"]["resourceVersion"] = wanted_rv or live_meta.get("resourceVersion")
+        try:
+            updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        app = self._to_app(updated) or {}
+        if options.dry_run:
+            return app
+        if approved:
+            await self._event(app, "PlanApproved", f'{ctx.user.name} approved plan "{approved}"')
+            log.info("plan approved", extra={"application": f"{namespace}/{name}", "kind": self.info.kind,
+                                             "plan": approved, "user": ctx.user.name})
+        elif updated["metadata"].get("resourceVersion") != live_meta.get("resourceVersion"):
+            await self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
+        return app
+
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+        existing = await self._live(namespace, name)
+        try:
+            result = await self._terraforms.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
+        except ApiError as exc:
+            raise self._rename(exc, name) from exc
+        # kube-apiserver answers with the object when finalizers keep it (tofu-controller destroys
+        # the infrastructure first; it now has a deletionTimestamp) and with a Status when it is gone.
+        if result.get("kind") == translate.TF_KIND:
+            app = self._to_app(result) or {}
+            if not options.dry_run:
+                await self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
+                                  "being finalized")
+            return app
+        app = self._to_app(existing) or {}
+        if not options.dry_run:
+            await self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
+        return app
+
+    # ------------------------------------------------------------------ table
+    def table_cells(self, obj: JSON) -> builtins.list[Any]:
+        return status.table_cells(obj)
+
+
+def _keep_controller_fields(tf: JSON, live: JSON) -> None:
+    """Carry what controllers and operators own on the live Terraform into a rebuilt one.
+
+    The rebuilt object is a full replacement (PUT), so anything it omits is removed: finalizers
+    and owner references, annotations that are not the user's (e.g. Flux's reconcile request),
+    and ``spec.suspend``.
+    """
+    live_meta = live.get("metadata") or {}
+    meta = tf["metadata"]
+    for key in _KEPT_METADATA:
+        if live_meta.get(key):
+            meta[key] = copy.deepcopy(live_meta[key])
+    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items()
+               if not k.startswith(translate.USER_PREFIX)}
+    if foreign:
+        meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
+    live_spec = live.get("spec") or {}
+    for key in _KEPT_SPEC:
+        if key in live_spec:
+            tf["spec"][key] = copy.deepcopy(live_spec[key])
