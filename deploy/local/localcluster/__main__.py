@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl and etcd")
+    sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd and helm")
     up = sub.add_parser("up", help="start the control plane, install CRDs and start the services")
     up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
     sub.add_parser("down", help="stop the services and the control plane")
@@ -27,8 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             build.ensure_binaries()
+            build.ensure_helm()
         elif args.command == "up":
             cluster.up()
+            build.link_helm_if_built()
             crds.install(cluster)
             if not args.no_services:
                 from . import services

@@ -215,13 +215,27 @@ def ensure_binaries() -> Binaries:
     return Binaries(kube["kube-apiserver"], kube["kubectl"], etcd)
 
 
-def ensure_helm() -> Path:
-    helm = build(helm_target())
+def _link_helm(helm: Path) -> None:
     link = paths.bin_dir() / "current" / "helm"
     link.parent.mkdir(exist_ok=True)
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(helm)
+
+
+def ensure_helm() -> Path:
+    """Build (or reuse) the pinned helm and put it next to kubectl in :func:`kubectl_dir`."""
+    helm = build(helm_target())
+    _link_helm(helm)
+    return helm
+
+
+def link_helm_if_built() -> Path | None:
+    """Point ``current/helm`` at the pinned helm if ``build`` made it; ``up`` never waits for a helm build."""
+    helm = helm_target().binary
+    if not helm.exists():
+        return None
+    _link_helm(helm)
     return helm
 
 

@@ -176,7 +176,8 @@ class Demo:
     def approval(self) -> None:
         self.out.heading("6. Plan approval for a manual Tofu kind")
         bucket = self.get("s3bucket", "assets", "-n", NAMESPACE)
-        awaiting: dict[str, Any] = next((c for c in bucket["status"].get("conditions", []) if c["type"] == "AwaitingApproval"), {})
+        conditions = bucket["status"].get("conditions", [])
+        awaiting: dict[str, Any] = next((c for c in conditions if c["type"] == "AwaitingApproval"), {})
         self.out.say(f"AwaitingApproval: {awaiting.get('message', '(none)')}")
         wrong = self.cluster.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE,
                                      "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3", check=False)
