@@ -1,8 +1,8 @@
 """shared.kube / shared.informer / shared.events against the real local kube-apiserver.
 
-Uses the cluster-scoped ``ApplicationDefinition`` CRD (installed by the session fixture) as the
-resource, so errors are kube-apiserver's own: strict field validation, schema violations,
-optimistic concurrency.
+Uses the real tofu-controller ``Terraform`` CRD (installed by the session fixture) in a namespace of
+its own as the resource -- no service under test writes these objects -- so errors are
+kube-apiserver's own: strict field validation, schema violations, optimistic concurrency.
 """
 
 from __future__ import annotations
@@ -22,33 +22,24 @@ from shared.kube import GVR, ObjectClient, api_client
 
 pytestmark = pytest.mark.integration
 
-APPDEFS = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
+TERRAFORMS = GVR("infra.contrib.fluxcd.io", "v1alpha2", "terraforms")
+NS = "kube-shared"
 SUITE_LABEL = "test.cozystack.io/suite"
 
 
-def _definition(name: str, run: str) -> dict[str, Any]:
-    kind = "KubeShared" + run.capitalize()
+def _terraform(name: str, run: str) -> dict[str, Any]:
     return {
-        "apiVersion": APPDEFS.api_version,
-        "kind": "ApplicationDefinition",
-        "metadata": {"name": name, "labels": {SUITE_LABEL: f"kube-shared-{run}"}},
-        "spec": {
-            "application": {
-                "kind": kind,
-                "plural": kind.lower() + "s",
-                "singular": kind.lower(),
-                "openAPISchema": '{"type": "object", "properties": {}}',
-            },
-            "release": {
-                "prefix": "ks-",
-                "chartRef": {"kind": "OCIRepository", "name": "kube-shared", "namespace": "cozy-system"},
-            },
-        },
+        "apiVersion": TERRAFORMS.api_version,
+        "kind": "Terraform",
+        "metadata": {"name": name, "namespace": NS, "labels": {SUITE_LABEL: f"kube-shared-{run}"}},
+        "spec": {"interval": "10m", "path": "./modules/a",
+                 "sourceRef": {"kind": "GitRepository", "name": "infra", "namespace": "flux-system"}},
     }
 
 
 @pytest.fixture
 async def api(control_plane: Any) -> AsyncIterator[kclient.ApiClient]:
+    control_plane.kubectl("create", "namespace", NS, check=False)
     client = await api_client(str(control_plane.kubeconfig))
     try:
         yield client
@@ -63,67 +54,67 @@ def run() -> str:
 
 async def _cleanup(oc: ObjectClient, name: str) -> None:
     try:
-        await oc.delete(None, name)
+        await oc.delete(NS, name)
     except ApiError as exc:
         if exc.code != 404:
             raise
 
 
 async def test_object_client_crud_and_errors(api: kclient.ApiClient, run: str) -> None:
-    oc = ObjectClient(api, APPDEFS, field_manager="kube-shared-test")
+    oc = ObjectClient(api, TERRAFORMS, field_manager="kube-shared-test")
     name = f"kube-shared-{run}"
-    body = _definition(name, run)
+    body = _terraform(name, run)
     try:
-        dry = await oc.create(None, body, dry_run=True)
+        dry = await oc.create(NS, body, dry_run=True)
         assert dry["metadata"]["name"] == name
         with pytest.raises(ApiError) as info:
-            await oc.get(None, name)
+            await oc.get(NS, name)
         assert info.value.code == 404 and info.value.reason == "NotFound"
 
-        created = await oc.create(None, body)
+        created = await oc.create(NS, body)
         assert created["metadata"]["uid"]
         with pytest.raises(ApiError) as info:
-            await oc.create(None, body)
+            await oc.create(NS, body)
         assert info.value.code == 409 and info.value.reason == "AlreadyExists"
 
-        unknown = _definition(f"{name}-unknown", run)
-        unknown["spec"]["release"]["bogus"] = True
+        unknown = _terraform(f"{name}-unknown", run)
+        unknown["spec"]["bogus"] = True
         with pytest.raises(ApiError) as info:
-            await oc.create(None, unknown)  # fieldValidation=Strict
+            await oc.create(NS, unknown)  # fieldValidation=Strict
         assert info.value.code == 400 and "bogus" in info.value.message
 
-        invalid = _definition(f"{name}-invalid", run)
-        invalid["spec"]["release"]["chartRef"]["kind"] = "GitRepository"
+        invalid = _terraform(f"{name}-invalid", run)
+        invalid["spec"]["sourceRef"]["kind"] = "HelmRepository"
         with pytest.raises(ApiError) as info:
-            await oc.create(None, invalid)
+            await oc.create(NS, invalid)
         assert info.value.code == 422 and info.value.reason == "Invalid"
         fields = [c.get("field") for c in info.value.details.get("causes", [])]
-        assert "spec.release.chartRef.kind" in fields
+        assert "spec.sourceRef.kind" in fields
 
-        page = await oc.list(None, label_selector=f"{SUITE_LABEL}=kube-shared-{run}")
+        page = await oc.list(NS, label_selector=f"{SUITE_LABEL}=kube-shared-{run}")
         assert [i["metadata"]["name"] for i in page["items"]] == [name]
         assert page["metadata"]["resourceVersion"]
 
-        patched = await oc.patch_merge(None, name, {"metadata": {"labels": {"extra": "yes"}}})
+        patched = await oc.patch_merge(NS, name, {"metadata": {"labels": {"extra": "yes"}}})
         assert patched["metadata"]["labels"]["extra"] == "yes"
         assert patched["metadata"]["labels"][SUITE_LABEL] == f"kube-shared-{run}"
 
         stale = dict(created)
         with pytest.raises(ApiError) as info:
-            await oc.replace(None, name, stale)  # carries the pre-patch resourceVersion
+            await oc.replace(NS, name, stale)  # carries the pre-patch resourceVersion
         assert info.value.code == 409 and info.value.reason == "Conflict"
-        current = await oc.get(None, name)
-        current["spec"]["release"]["prefix"] = "ks2-"
-        replaced = await oc.replace(None, name, current)
-        assert replaced["spec"]["release"]["prefix"] == "ks2-"
+        current = await oc.get(NS, name)
+        current["spec"]["path"] = "./modules/b"
+        replaced = await oc.replace(NS, name, current)
+        assert replaced["spec"]["path"] == "./modules/b"
 
         status = {"status": {"observedGeneration": replaced["metadata"]["generation"]}}
-        with_status = await oc.patch_merge(None, name, status, subresource="status")
+        with_status = await oc.patch_merge(NS, name, status, subresource="status")
         assert with_status["status"]["observedGeneration"] == replaced["metadata"]["generation"]
 
         events: list[dict[str, Any]] = []
         selector = f"{SUITE_LABEL}=kube-shared-{run}"
-        stream = oc.watch(None, selector, created["metadata"]["resourceVersion"], timeout_seconds=5)
+        stream = oc.watch(NS, selector, created["metadata"]["resourceVersion"], timeout_seconds=5)
         async for event in stream:
             events.append(event)
             if len(events) == 3:
@@ -131,27 +122,27 @@ async def test_object_client_crud_and_errors(api: kclient.ApiClient, run: str) -
         await stream.aclose()
         assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED", "MODIFIED"]
 
-        await oc.delete(None, name, dry_run=True)
-        assert (await oc.get(None, name))["metadata"]["name"] == name
-        await oc.delete(None, name)
+        await oc.delete(NS, name, dry_run=True)
+        assert (await oc.get(NS, name))["metadata"]["name"] == name
+        await oc.delete(NS, name)
         with pytest.raises(ApiError) as info:
-            await oc.get(None, name)
+            await oc.get(NS, name)
         assert info.value.code == 404
     finally:
         await _cleanup(oc, name)
 
 
 async def test_watch_from_too_old_rv_yields_410_error_event(api: kclient.ApiClient) -> None:
-    oc = ObjectClient(api, APPDEFS)
+    oc = ObjectClient(api, TERRAFORMS)
     async with asyncio.timeout(10):
-        events = [e async for e in oc.watch(None, resource_version="1", timeout_seconds=2)]
+        events = [e async for e in oc.watch(NS, resource_version="1", timeout_seconds=2)]
     errors = [e for e in events if e["type"] == "ERROR"]
     if errors:  # a fresh cluster may still hold revision 1 in its watch cache
         assert errors[0]["object"]["code"] == 410
 
 
 async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: str) -> None:
-    oc = ObjectClient(api, APPDEFS)
+    oc = ObjectClient(api, TERRAFORMS)
     name = f"kube-shared-inf-{run}"
     informer = Informer(oc, label_selector=f"{SUITE_LABEL}=kube-shared-{run}", watch_timeout=30)
     informer.start()
@@ -160,9 +151,9 @@ async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: s
             await informer.wait_synced()
         assert informer.list() == []
         async with informer.subscribe(informer.resource_version) as sub:
-            await oc.create(None, _definition(name, run))
-            await oc.patch_merge(None, name, {"metadata": {"annotations": {"touched": "1"}}})
-            await oc.delete(None, name)
+            await oc.create(NS, _terraform(name, run))
+            await oc.patch_merge(NS, name, {"metadata": {"annotations": {"touched": "1"}}})
+            await oc.delete(NS, name)
             seen: list[tuple[str, str]] = []
             async with asyncio.timeout(10):
                 async for event in sub:
@@ -172,23 +163,23 @@ async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: s
         assert seen[0] == ("ADDED", name)
         assert ("MODIFIED", name) in seen
         assert seen[-1] == ("DELETED", name)
-        assert informer.get(None, name) is None
+        assert informer.get(NS, name) is None
     finally:
         await informer.stop()
         await _cleanup(oc, name)
 
 
 async def test_event_recorder_writes_and_aggregates(api: kclient.ApiClient, run: str) -> None:
-    oc = ObjectClient(api, APPDEFS)
+    oc = ObjectClient(api, TERRAFORMS)
     events = ObjectClient(api, GVR("", "v1", "events"))
     name = f"kube-shared-ev-{run}"
-    created = await oc.create(None, _definition(name, run))
+    created = await oc.create(NS, _terraform(name, run))
     try:
         recorder = EventRecorder(api, "kube-shared-test", "localhost")
         for _ in range(2):
             await recorder.record(created, "Warning", "TestReason", f"message {run}")
-        selector = f"involvedObject.name={name},involvedObject.kind=ApplicationDefinition"
-        found = await events.list("default", field_selector=selector)
+        selector = f"involvedObject.name={name},involvedObject.kind=Terraform"
+        found = await events.list(NS, field_selector=selector)
         assert len(found["items"]) == 1
         event = found["items"][0]
         assert event["count"] == 2
