@@ -50,9 +50,13 @@ class Rollout:
     failed: int = 0
     pinned: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def total(self) -> int:
-        return self.patched + self.unchanged + self.failed
+    def count(self, outcome: Outcome) -> None:
+        if outcome == "patched":
+            self.patched += 1
+        elif outcome == "unchanged":
+            self.unchanged += 1
+        else:
+            self.failed += 1
 
 
 class DefinitionReconciler:
@@ -136,7 +140,7 @@ class DefinitionReconciler:
             return outcome, not_rolled_out(defn, tf, pinned) if pinned else None
 
         for outcome, entry in await asyncio.gather(*(one(tf) for tf in terraforms)):
-            setattr(result, outcome, getattr(result, outcome) + 1)
+            result.count(outcome)
             if entry is not None:
                 result.pinned.append(entry)
         result.pinned.sort(key=lambda e: (e["namespace"], e["name"]))

@@ -1,0 +1,728 @@
+"""tofu_agl end to end through kube-apiserver's real aggregation layer, driven by kubectl.
+
+No tofu-controller runs here: the tests play its part by writing the realistic statuses of
+``reference/status/tf-status-*.yaml`` onto the Terraform status subresource, and the real
+Terraform CRD (tofu-controller v0.16.5) validates every object the service emits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from localcluster import aggregation, build, services
+from localcluster.cluster import Cluster
+
+from tests.integration.conftest import Api, load_fixture, wait_for
+
+GROUP = "tofu.apps.cozystack.io"
+V = f"{GROUP}/v1alpha1"
+NS = "tenant-t"
+TF = "terraforms.infra.contrib.fluxcd.io"
+TF_API = "/apis/infra.contrib.fluxcd.io/v1alpha2"
+APPROVE = "tofu.apps.cozystack.io/approve-plan"
+RUNNER_SA = "tofu.apps.cozystack.io/runner-service-account"
+PENDING = "plan-main-b8e362c206"
+NEWER = "plan-main-0c4d5e6f7a"
+USER = "apps.cozystack.io-"
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+def kubectl(cluster: Cluster, *args: str, input: str | None = None, check: bool = True,
+            kubeconfig: Any = None) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl(*args, input=input, check=check, kubeconfig=kubeconfig)
+
+
+def get_json(cluster: Cluster, *args: str) -> Any:
+    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
+
+
+def tf(cluster: Cluster, name: str, ns: str = NS) -> dict[str, Any]:
+    result: dict[str, Any] = get_json(cluster, TF, name, "-n", ns)
+    return result
+
+
+def tf_or_none(cluster: Cluster, name: str, ns: str = NS) -> dict[str, Any] | None:
+    result = kubectl(cluster, "get", TF, name, "-n", ns, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def terraforms(cluster: Cluster, ns: str = NS) -> dict[str, str]:
+    """Every Terraform of the namespace: name -> resourceVersion."""
+    items = get_json(cluster, TF, "-n", ns)["items"]
+    return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in items}
+
+
+@contextlib.contextmanager
+def nothing_changes(cluster: Cluster) -> Iterator[None]:
+    """Assert that no Terraform of the namespace is created, changed or deleted inside the block."""
+    before = terraforms(cluster)
+    yield
+    assert terraforms(cluster) == before
+
+
+def manifest(kind: str, name: str, spec: Any, ns: str = NS, group: str = GROUP, **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": f"{group}/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": ns, **meta},
+            "spec": spec}
+
+
+def apply(cluster: Cluster, kind: str, name: str, spec: Any, *flags: str, **meta: Any) -> None:
+    kubectl(cluster, "apply", *flags, "-f", "-", input=json.dumps(manifest(kind, name, spec, **meta)))
+
+
+def user_annotations(obj: dict[str, Any]) -> dict[str, str]:
+    """Annotations minus the one kubectl apply keeps for itself."""
+    return {k: v for k, v in (obj["metadata"].get("annotations") or {}).items()
+            if "kubectl.kubernetes.io/last-applied-configuration" not in k}
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """A JSON merge patch turning ``old`` into ``new`` (keys only in ``old`` are removed)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return new
+    patch = {k: None for k in old if k not in new}
+    patch.update({k: merge_diff(old.get(k), v) for k, v in new.items() if old.get(k) != v})
+    return patch
+
+
+def set_tf_status(api: Api, name: str, status: dict[str, Any], ns: str = NS) -> None:
+    """Play tofu-controller: make the Terraform's status exactly ``status`` (merge patch as admin)."""
+    path = f"{TF_API}/namespaces/{ns}/terraforms/{name}"
+    code, live = api.request("GET", path)
+    assert code == 200, live
+    patch = {"status": merge_diff(live.get("status") or {}, status)}
+    code, body = api.request("PATCH", f"{path}/status", patch, content_type="application/merge-patch+json")
+    assert code == 200, body
+
+
+def row(cluster: Cluster, resource: str, name: str, ns: str = NS) -> list[str]:
+    return kubectl(cluster, "get", resource, name, "-n", ns, "--no-headers").stdout.split()
+
+
+def conditions(app: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in app.get("status", {}).get("conditions", [])}
+
+
+def events_of(cluster: Cluster, name: str, ns: str | None = None) -> list[dict[str, Any]]:
+    scope = ["-n", ns] if ns else ["-A"]
+    out = kubectl(cluster, "get", "events", *scope, "--field-selector", f"involvedObject.name={name}",
+                  "-o", "json").stdout
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
+
+
+def served(cluster: Cluster, group: str = GROUP) -> str:
+    return kubectl(cluster, "api-resources", f"--api-group={group}", "--cached=false", check=False).stdout
+
+
+def accepted(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    defn = get_json(cluster, "tofuapplicationdefinitions", name)
+    for cond in defn.get("status", {}).get("conditions", []):
+        if cond["type"] == "Accepted" and cond.get("observedGeneration") == defn["metadata"]["generation"]:
+            return dict(cond)
+    return None
+
+
+def schema_of(definition: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(load_fixture(definition)["spec"]["application"]["openAPISchema"])
+    return schema
+
+
+def status_error(http_code: int, body: Any, code: int) -> dict[str, Any]:
+    """``body`` is a Status with ``code``, answered with that HTTP code."""
+    assert http_code == code, (http_code, body)
+    assert isinstance(body, dict) and body.get("kind") == "Status" and body.get("code") == code, body
+    return body
+
+
+def cause_fields(body: dict[str, Any]) -> set[str]:
+    return {c.get("field", "") for c in body.get("details", {}).get("causes", [])}
+
+
+# ------------------------------------------------------------------------------------ fixture
+
+
+@pytest.fixture(scope="module")
+def tofu(control_plane: Cluster, tofu_service: services.Running) -> Iterator[Cluster]:
+    """tofu_agl running, the vpc and bucket definitions applied and served, namespace tenant-t."""
+    kubectl(control_plane, "create", "namespace", NS, check=False)
+    for name in ("vpc.yaml", "bucket.yaml"):
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(load_fixture(name)))
+    wait_for(lambda: "vpcs" in (out := served(control_plane)) and "s3buckets" in out, "vpc and s3bucket kinds",
+             timeout=60)
+    try:
+        yield control_plane
+    finally:
+        if tofu_service.log.exists():
+            # The cluster state dir is destroyed at session end; keep the log for a failing run.
+            kept = Path(tempfile.gettempdir()) / f"agl-{control_plane.name}-tofu-agl.log"
+            kept.write_text(tofu_service.log.read_text(errors="replace"))
+
+
+# ------------------------------------------------------------------------------------ definitions
+
+
+def test_definitions_accepted(tofu: Cluster) -> None:
+    for name in ("vpc", "s3bucket"):
+        cond = wait_for(lambda n=name: accepted(tofu, n), f"{name} Accepted condition")
+        assert cond["status"] == "True" and cond["reason"] == "Accepted", cond
+    out = kubectl(tofu, "get", "tofuapplicationdefinitions").stdout.splitlines()
+    assert out[0].split()[:3] == ["NAME", "KIND", "ACCEPTED"]
+
+
+# ------------------------------------------------------------------------------------ emission
+
+
+def test_vpc_emits_terraform_field_by_field(tofu: Cluster) -> None:
+    """snake_case naming, scalar/list/object/map variables, defaults, every definition field."""
+    spec = {
+        "region": "eu-west-1",
+        "subnets": [{"cidrBlock": "10.0.1.0/24", "availabilityZone": "eu-west-1a"}],
+        "natGateway": {"enabled": True},
+        "tags": {"CostCenter": "42", "team-name": "net"},
+    }
+    apply(tofu, "VPC", "net", spec, labels={"team": "net"}, annotations={"note": "x"})
+    obj = tf(tofu, "vpc-net")
+    defn = load_fixture("vpc.yaml")["spec"]["terraform"]
+    meta, tfs = obj["metadata"], obj["spec"]
+    assert meta["labels"] == {
+        "sharding.fluxcd.io/key": "tenants",
+        f"{USER}team": "net",
+        "apps.cozystack.io/application.kind": "VPC",
+        "apps.cozystack.io/application.group": GROUP,
+        "apps.cozystack.io/application.name": "net",
+    }
+    assert user_annotations(obj) == {f"{USER}note": "x"}
+    assert tfs["sourceRef"] == defn["sourceRef"]
+    assert tfs["path"] == "./modules/vpc"
+    assert tfs["interval"] == "10m" and tfs["retryInterval"] == "1m"
+    assert tfs["approvePlan"] == "auto"
+    assert tfs["destroyResourcesOnDeletion"] is True
+    assert tfs["writeOutputsToSecret"] == {"name": "net-outputs", "outputs": defn["writeOutputsToSecret"]["outputs"]}
+    assert tfs["serviceAccountName"] == "tf-runner"
+    assert tfs["runnerPodTemplate"] == defn["runnerPodTemplate"]
+    assert tfs["backendConfig"] == defn["backendConfig"]
+    assert tfs["workspace"] == "default"
+    assert tfs["storeReadablePlan"] == "human"
+    assert tfs["varsFrom"] == defn["varsFrom"]
+    # One variable per top-level key after defaulting, sorted, JSON types kept, nested values whole;
+    # declared keys snake_cased at every depth, the keys of the free-form tags map left alone.
+    assert tfs["vars"] == [
+        {"name": "cidr_block", "value": "10.0.0.0/16"},
+        {"name": "enable_dns_hostnames", "value": True},
+        {"name": "flow_logs", "value": False},
+        {"name": "nat_gateway", "value": {"enabled": True, "single_nat_gateway": True}},
+        {"name": "region", "value": "eu-west-1"},
+        {"name": "subnets", "value": [{"cidr_block": "10.0.1.0/24", "availability_zone": "eu-west-1a",
+                                       "public": False}]},
+        {"name": "tags", "value": {"CostCenter": "42", "team-name": "net"}},
+    ]
+    # Nothing the service wrote was pruned or defaulted away by the real CRD's schema.
+    assert set(tfs) >= {"sourceRef", "path", "interval", "retryInterval", "approvePlan", "vars", "varsFrom",
+                        "writeOutputsToSecret", "runnerPodTemplate", "backendConfig", "workspace"}
+
+
+def test_vpc_round_trip_is_applied_plus_defaults(tofu: Cluster) -> None:
+    app = get_json(tofu, "vpc", "net", "-n", NS)
+    assert app["apiVersion"] == V and app["kind"] == "VPC"
+    assert app["spec"] == {
+        "region": "eu-west-1",
+        "cidrBlock": "10.0.0.0/16",
+        "enableDnsHostnames": True,
+        "subnets": [{"cidrBlock": "10.0.1.0/24", "availabilityZone": "eu-west-1a", "public": False}],
+        "natGateway": {"enabled": True, "singleNatGateway": True},
+        "flowLogs": False,
+        "tags": {"CostCenter": "42", "team-name": "net"},
+    }
+    assert app["metadata"]["labels"] == {"team": "net"}
+    assert user_annotations(app) == {"note": "x"}
+    assert app["metadata"]["uid"] == tf(tofu, "vpc-net")["metadata"]["uid"]
+    as_yaml = yaml.safe_load(kubectl(tofu, "get", "vpc", "net", "-n", NS, "-o", "yaml").stdout)
+    assert as_yaml["spec"] == app["spec"]
+
+
+def test_bucket_emits_terraform_verbatim_and_manual(tofu: Cluster) -> None:
+    spec = {"lifecycle_rules": [{"id": "expire", "expirationDays": 30}], "tags": {"Team": "data"}}
+    apply(tofu, "S3Bucket", "logs", spec)
+    tfs = tf(tofu, "s3bucket-logs")["spec"]
+    assert tfs["approvePlan"] == ""  # manual: nothing approved until the user names a plan
+    assert tfs["writeOutputsToSecret"] == {"name": "s3bucket-logs-outputs",
+                                           "outputs": ["bucket_arn", "bucket_domain_name"]}
+    assert tfs["sourceRef"] == {"kind": "OCIRepository", "name": "s3-bucket-module", "namespace": "cozy-system"}
+    assert tfs["interval"] == "30m" and tfs["retryInterval"] == "2m" and tfs["path"] == "."
+    assert tfs["destroyResourcesOnDeletion"] is False
+    assert tfs["serviceAccountName"] == "tf-runner" and tfs["storeReadablePlan"] == "human"
+    # Fields the definition leaves unset are omitted, never written as null.
+    assert not {"runnerPodTemplate", "backendConfig", "varsFrom"} & set(tfs), tfs
+    assert tfs["vars"] == [
+        {"name": "force_destroy", "value": False},
+        {"name": "lifecycle_rules", "value": [{"id": "expire", "expirationDays": 30, "prefix": ""}]},
+        {"name": "region", "value": "eu-central-1"},
+        {"name": "storage_class", "value": "STANDARD"},
+        {"name": "tags", "value": {"Team": "data"}},
+        {"name": "versioning", "value": True},
+    ]
+    app = get_json(tofu, "s3bucket", "logs", "-n", NS)
+    assert app["spec"] == {"region": "eu-central-1", "versioning": True, "force_destroy": False,
+                           "storage_class": "STANDARD",
+                           "lifecycle_rules": [{"id": "expire", "expirationDays": 30, "prefix": ""}],
+                           "tags": {"Team": "data"}}
+
+
+def test_runner_service_account_override(tofu: Cluster, api: Api) -> None:
+    apply(tofu, "S3Bucket", "own-sa", {}, annotations={RUNNER_SA: "tenant-runner"})
+    assert tf(tofu, "s3bucket-own-sa")["spec"]["serviceAccountName"] == "tenant-runner"
+    kubectl(tofu, "annotate", "s3bucket", "own-sa", "-n", NS, f"{RUNNER_SA}-")
+    assert tf(tofu, "s3bucket-own-sa")["spec"]["serviceAccountName"] == "tf-runner"
+    # The VPC kind does not allow it: 422 and no Terraform.
+    with nothing_changes(tofu):
+        code, body = api.request("POST", f"/apis/{V}/namespaces/{NS}/vpcs",
+                                 manifest("VPC", "sa", {"region": "x"}, annotations={RUNNER_SA: "mine"}))
+        status_error(code, body, 422)
+        assert cause_fields(body) == {f"metadata.annotations[{RUNNER_SA}]"}
+        result = kubectl(tofu, "annotate", "vpc", "net", "-n", NS, f"{RUNNER_SA}=mine", check=False)
+        assert result.returncode != 0 and "does not allow" in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------------------------------ kubectl
+
+
+def test_get_table_columns(tofu: Cluster) -> None:
+    out = kubectl(tofu, "get", "vpcs", "-n", NS).stdout.splitlines()
+    assert out[0].split() == ["NAME", "READY", "STATUS", "PLAN", "OUTPUTS", "AGE"]
+    net = next(line.split() for line in out[1:] if line.split()[0] == "net")
+    assert net[:5] == ["net", "Unknown", "Planning", "-", "net-outputs"]
+    wide = kubectl(tofu, "get", "s3buckets", "-A").stdout.splitlines()
+    assert wide[0].split()[:2] == ["NAMESPACE", "NAME"]
+
+
+def test_server_side_apply_create_and_update(tofu: Cluster) -> None:
+    apply(tofu, "VPC", "ssa", {"region": "eu-west-1"}, "--server-side")
+    assert {"name": "region", "value": "eu-west-1"} in tf(tofu, "vpc-ssa")["spec"]["vars"]
+    apply(tofu, "VPC", "ssa", {"region": "eu-west-2", "flowLogs": True}, "--server-side")
+    tf_vars = tf(tofu, "vpc-ssa")["spec"]["vars"]
+    assert {"name": "region", "value": "eu-west-2"} in tf_vars and {"name": "flow_logs", "value": True} in tf_vars
+
+
+def test_patch_merge_json_annotate_and_label(tofu: Cluster) -> None:
+    apply(tofu, "VPC", "patchme", {"region": "eu-west-1"})
+    kubectl(tofu, "patch", "vpc", "patchme", "-n", NS, "--type=merge",
+            "-p", '{"spec":{"natGateway":{"enabled":true}}}')
+    tf_vars = {v["name"]: v["value"] for v in tf(tofu, "vpc-patchme")["spec"]["vars"]}
+    assert tf_vars["nat_gateway"] == {"enabled": True, "single_nat_gateway": True}
+    kubectl(tofu, "patch", "vpc", "patchme", "-n", NS, "--type=json",
+            "-p", '[{"op":"replace","path":"/spec/region","value":"us-east-1"}]')
+    tf_vars = {v["name"]: v["value"] for v in tf(tofu, "vpc-patchme")["spec"]["vars"]}
+    assert tf_vars["region"] == "us-east-1"
+    kubectl(tofu, "annotate", "vpc", "patchme", "-n", NS, "owner=ops")
+    assert tf(tofu, "vpc-patchme")["metadata"]["annotations"][f"{USER}owner"] == "ops"
+    kubectl(tofu, "label", "vpc", "patchme", "-n", NS, "tier=gold")
+    assert tf(tofu, "vpc-patchme")["metadata"]["labels"][f"{USER}tier"] == "gold"
+    out = kubectl(tofu, "get", "vpcs", "-n", NS, "-l", "tier=gold", "-o", "name").stdout.split()
+    assert out == [f"vpc.{GROUP}/patchme"]
+    result = kubectl(tofu, "patch", "vpc", "patchme", "-n", NS, "--type=strategic", "-p", '{"spec":{}}', check=False)
+    assert result.returncode != 0
+
+
+def test_stale_resource_version_conflicts(tofu: Cluster) -> None:
+    apply(tofu, "VPC", "stale", {"region": "eu-west-1"})
+    app = get_json(tofu, "vpc", "stale", "-n", NS)
+    kubectl(tofu, "patch", "vpc", "stale", "-n", NS, "--type=merge", "-p", '{"spec":{"region":"eu-west-2"}}')
+    before = tf(tofu, "vpc-stale")
+    app["spec"]["region"] = "eu-west-3"
+    result = kubectl(tofu, "replace", "-f", "-", input=json.dumps(app), check=False)
+    assert result.returncode != 0 and "the object has been modified" in result.stderr, result.stderr
+    assert tf(tofu, "vpc-stale")["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_describe_shows_events(tofu: Cluster) -> None:
+    out = wait_for(lambda: (o := kubectl(tofu, "describe", "vpc", "net", "-n", NS).stdout) and "Created" in o and o,
+                   "describe to show the Created event")
+    assert f"Terraform {NS}/vpc-net created" in out
+
+
+def test_explain(tofu: Cluster) -> None:
+    out = wait_for(lambda: (r := kubectl(tofu, "explain", "vpc.spec", check=False)).returncode == 0 and r.stdout,
+                   "kubectl explain vpc.spec", timeout=90, interval=2)
+    assert "cidrBlock" in out and "natGateway" in out
+    status = kubectl(tofu, "explain", "vpc.status.plan").stdout
+    assert "pending" in status and "lastApplied" in status
+
+
+def test_watch_sees_changes(tofu: Cluster) -> None:
+    argv = [str(build.kubectl_dir() / "kubectl"), "--kubeconfig", str(tofu.kubeconfig), "get", "vpcs", "-n",
+            NS, "-w", "--output-watch-events", "--request-timeout=0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        apply(tofu, "VPC", "watched", {"region": "eu-west-1"})
+        kubectl(tofu, "patch", "vpc", "watched", "-n", NS, "--type=merge", "-p", '{"spec":{"flowLogs":true}}')
+        kubectl(tofu, "delete", "vpc", "watched", "-n", NS)
+        time.sleep(2)
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    assert out.splitlines()[0].split()[:4] == ["EVENT", "NAME", "READY", "STATUS"], out
+    events = [line.split()[0] for line in out.splitlines() if len(line.split()) > 1 and line.split()[1] == "watched"]
+    assert events[0] == "ADDED" and events[-1] == "DELETED" and "MODIFIED" in events, (out, err)
+
+
+def test_dry_run_changes_nothing(tofu: Cluster) -> None:
+    apply(tofu, "VPC", "dry", {"region": "eu-west-1"}, "--dry-run=server")
+    assert tf_or_none(tofu, "vpc-dry") is None
+    apply(tofu, "VPC", "dry", {"region": "eu-west-1"})
+    with nothing_changes(tofu):
+        kubectl(tofu, "patch", "vpc", "dry", "-n", NS, "--dry-run=server", "--type=merge",
+                "-p", '{"spec":{"region":"eu-west-9"}}')
+        kubectl(tofu, "delete", "vpc", "dry", "-n", NS, "--dry-run=server")
+
+
+def test_delete_keeps_application_visible_while_finalized(tofu: Cluster) -> None:
+    apply(tofu, "VPC", "doomed", {"region": "eu-west-1"})
+    kubectl(tofu, "patch", TF, "vpc-doomed", "-n", NS, "--type=merge",
+            "-p", '{"metadata":{"finalizers":["finalizers.tf.contrib.fluxcd.io"]}}')
+    kubectl(tofu, "delete", "vpc", "doomed", "-n", NS, "--wait=false")
+    app = get_json(tofu, "vpc", "doomed", "-n", NS)
+    assert app["metadata"].get("deletionTimestamp")
+    assert app["status"]["phase"] == "Deleting"
+    assert row(tofu, "vpc", "doomed")[2] == "Deleting"
+    # An update while finalizing keeps tofu-controller's finalizer.
+    kubectl(tofu, "annotate", "vpc", "doomed", "-n", NS, "why=cleanup")
+    assert tf(tofu, "vpc-doomed")["metadata"]["finalizers"] == ["finalizers.tf.contrib.fluxcd.io"]
+    kubectl(tofu, "patch", TF, "vpc-doomed", "-n", NS, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    wait_for(lambda: tf_or_none(tofu, "vpc-doomed") is None, "Terraform gone")
+    result = kubectl(tofu, "get", "vpc", "doomed", "-n", NS, check=False)
+    assert result.returncode != 0 and "NotFound" in result.stderr
+
+
+def test_delete_without_finalizer_removes_terraform(tofu: Cluster) -> None:
+    apply(tofu, "S3Bucket", "gone", {})
+    kubectl(tofu, "delete", "s3bucket", "gone", "-n", NS)
+    assert tf_or_none(tofu, "s3bucket-gone") is None
+
+
+def test_list_selectors_and_pagination(tofu: Cluster, api: Api) -> None:
+    for i in range(3):
+        apply(tofu, "S3Bucket", f"page{i}", {}, labels={"batch": "p"})
+    base = f"/apis/{V}/namespaces/{NS}/s3buckets"
+    code, body = api.request("GET", f"{base}?labelSelector=batch%3Dp&limit=2")
+    assert code == 200 and len(body["items"]) == 2 and body["metadata"]["continue"], body
+    code, rest = api.request("GET", f"{base}?labelSelector=batch%3Dp&limit=2&continue={body['metadata']['continue']}")
+    assert code == 200 and len(rest["items"]) == 1
+    assert {i["metadata"]["name"] for i in body["items"] + rest["items"]} == {"page0", "page1", "page2"}
+    code, one = api.request("GET", f"/apis/{V}/s3buckets?fieldSelector=metadata.name%3Dpage1")
+    assert code == 200 and [i["metadata"]["name"] for i in one["items"]] == ["page1"]
+    code, bad = api.request("GET", f"/apis/{V}/s3buckets?fieldSelector=spec.region%3Dx")
+    status_error(code, bad, 400)
+
+
+# ------------------------------------------------------------------------------------ status
+
+
+def test_status_phases_project_onto_application(tofu: Cluster, api: Api, reference: Any) -> None:
+    """Each reference Terraform status, as tofu-controller writes it, seen through the Application."""
+    kind, name, tf_name, outputs = "s3bucket", "phases", "s3bucket-phases", "s3bucket-phases-outputs"
+    apply(tofu, "S3Bucket", name, {})
+    expected = {
+        # reference file: (READY, STATUS, PLAN, projected condition types)
+        "tf-status-planning": ("Unknown", "Planning", "-", {"Ready", "AwaitingApproval"}),
+        "tf-status-pending": ("Unknown", "AwaitingApproval", PENDING, {"Ready", "Planned", "AwaitingApproval"}),
+        "tf-status-applied": ("True", "Ready", "-", {"Ready", "Planned", "Applied", "AwaitingApproval"}),
+        "tf-status-failed": ("False", "Failed", "-", {"Ready", "Planned", "Applied", "Stalled", "AwaitingApproval"}),
+    }
+    for phase, (ready, status_word, plan, types) in expected.items():
+        status = reference(phase)["status"]
+        set_tf_status(api, tf_name, status)
+        app = get_json(tofu, kind, name, "-n", NS)
+        conds = conditions(app)
+        assert set(conds) == types, (phase, conds)
+        for source, target in (("Ready", "Ready"), ("Plan", "Planned"), ("Apply", "Applied"), ("Stalled", "Stalled")):
+            src = next((c for c in status["conditions"] if c["type"] == source), None)
+            if src is not None:
+                assert conds[target] == {k: src[k] for k in ("status", "reason", "message", "lastTransitionTime")
+                                         } | {"type": target}, (phase, target)
+        awaiting = conds["AwaitingApproval"]
+        assert awaiting["status"] == ("True" if status_word == "AwaitingApproval" else "False"), (phase, awaiting)
+        if status_word == "AwaitingApproval":
+            command = f"kubectl annotate s3buckets {name} -n {NS} --overwrite {APPROVE}={PENDING}"
+            assert command in awaiting["message"], awaiting
+            assert app["status"]["plan"] == {"pending": PENDING}
+        assert app["status"]["phase"] == status_word
+        if status.get("lastAppliedRevision"):
+            assert app["status"]["version"] == status["lastAppliedRevision"]
+        else:
+            assert "version" not in app["status"]
+        assert app["status"]["outputs"] == {"secretName": outputs, "names": status.get("availableOutputs", [])}
+        assert "inventory" not in json.dumps(app["status"])  # output values / inventory never copied
+        cells = row(tofu, kind, name)
+        assert cells[:5] == [name, ready, status_word, plan, outputs], (phase, cells)
+
+
+def test_auto_definition_pending_plan_is_applying(tofu: Cluster, api: Api, reference: Any) -> None:
+    set_tf_status(api, "vpc-net", reference("tf-status-pending")["status"])
+    app = get_json(tofu, "vpc", "net", "-n", NS)
+    assert app["status"]["phase"] == "Applying"
+    assert conditions(app)["AwaitingApproval"]["status"] == "False"
+    assert row(tofu, "vpc", "net")[2:4] == ["Applying", PENDING]
+
+
+# ------------------------------------------------------------------------------------ approval
+
+
+def test_plan_approval_flow(tofu: Cluster, api: Api, reference: Any) -> None:
+    apply(tofu, "S3Bucket", "approve", {"versioning": False})
+    pending = reference("tf-status-pending")["status"]
+    set_tf_status(api, "s3bucket-approve", pending)
+    app = get_json(tofu, "s3bucket", "approve", "-n", NS)
+    assert conditions(app)["AwaitingApproval"]["status"] == "True"
+    path = f"/apis/{V}/namespaces/{NS}/s3buckets/approve"
+
+    def approve(plan_id: str) -> tuple[int, Any]:
+        return api.request("PATCH", path, {"metadata": {"annotations": {APPROVE: plan_id}}},
+                           content_type="application/merge-patch+json")
+
+    # A wrong id, an abbreviated one: 422 naming the pending id, the Terraform untouched.
+    for wrong in ("plan-main-deadbeef00", "plan-main-b8e3"):
+        with nothing_changes(tofu):
+            code, body = approve(wrong)
+            status_error(code, body, 422)
+            assert PENDING in body["message"] and cause_fields(body) == {f"metadata.annotations[{APPROVE}]"}
+    with nothing_changes(tofu):
+        result = kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, f"{APPROVE}=plan-main-deadbeef00",
+                         check=False)
+        assert result.returncode != 0 and PENDING in result.stderr, result.stderr
+    assert tf(tofu, "s3bucket-approve")["spec"]["approvePlan"] == ""
+
+    # tofu-controller made a new plan: the old id is superseded and rejected, naming the new one.
+    set_tf_status(api, "s3bucket-approve", {**pending, "plan": {"pending": NEWER}})
+    with nothing_changes(tofu):
+        code, body = approve(PENDING)
+        status_error(code, body, 422)
+        assert NEWER in body["message"], body
+
+    # The exact pending id, approved by another user: spec.approvePlan set and an Event naming both.
+    alice = tofu.user_kubeconfig("alice", ("system:masters",))
+    kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, "--overwrite", f"{APPROVE}={NEWER}", kubeconfig=alice)
+    obj = tf(tofu, "s3bucket-approve")
+    assert obj["spec"]["approvePlan"] == NEWER
+    assert obj["metadata"]["annotations"][f"{USER}{APPROVE}"] == NEWER
+    event = wait_for(lambda: next((e for e in events_of(tofu, "approve", NS) if e["reason"] == "PlanApproved"), None),
+                     "PlanApproved event")
+    assert "alice" in event["message"] and NEWER in event["message"], event
+    assert event["involvedObject"]["kind"] == "S3Bucket"
+    out = kubectl(tofu, "describe", "s3bucket", "approve", "-n", NS).stdout
+    assert "PlanApproved" in out
+    app = get_json(tofu, "s3bucket", "approve", "-n", NS)
+    assert conditions(app)["AwaitingApproval"]["status"] == "False"
+    assert conditions(app)["AwaitingApproval"]["reason"] == "PlanApproved"
+    assert app["status"]["phase"] == "Applying"
+    # Re-applying a manifest that still carries the approval is not a new command.
+    rv = obj["metadata"]["resourceVersion"]
+    kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, "--overwrite", f"{APPROVE}={NEWER}")
+    assert tf(tofu, "s3bucket-approve")["metadata"]["resourceVersion"] == rv
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+
+def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
+    """SPEC §5 on the Tofu group: each bad request gets its 4xx Status and no Terraform changes."""
+    base = f"/apis/{V}/namespaces/{NS}/vpcs"
+    apply(tofu, "VPC", "victim", {"region": "eu-west-1"})
+    victim = f"{base}/victim"
+
+    def refused(code: int, method: str, path: str, body: Any,
+                content_type: str = "application/json") -> dict[str, Any]:
+        with nothing_changes(tofu):
+            http_code, answer = api.request(method, path, body, content_type=content_type)
+        return status_error(http_code, answer, code)
+
+    def post(code: int, body: Any, content_type: str = "application/json") -> dict[str, Any]:
+        return refused(code, "POST", base, body, content_type)
+
+    def merge(code: int, patch: Any) -> dict[str, Any]:
+        return refused(code, "PATCH", victim, patch, "application/merge-patch+json")
+
+    # Unknown top-level keys: an undeclared variable would fail the plan later.
+    body = post(422, manifest("VPC", "unknown", {"region": "x", "vpcName": "y", "extra": 1}))
+    assert cause_fields(body) == {"spec.vpcName", "spec.extra"}
+    assert cause_fields(merge(422, {"spec": {"unknownKey": True}})) == {"spec.unknownKey"}
+    # Schema violations, one cause per field (checked after defaulting).
+    body = post(422, manifest("VPC", "schema", {"region": "", "cidrBlock": "nope", "flowLogs": "yes",
+                                                "subnets": [{"cidrBlock": "10.0.0.0/24"}]}))
+    assert cause_fields(body) == {"spec.region", "spec.cidrBlock", "spec.flowLogs", "spec.subnets[0].availabilityZone"}
+    assert cause_fields(post(422, manifest("VPC", "required", {}))) == {"spec.region"}
+    assert cause_fields(merge(422, {"spec": {"tags": {"a": 1}}})) == {"spec.tags.a"}
+    # Reserved "_" keys and a spec that is not an object: 400.
+    assert "_internal" in post(400, manifest("VPC", "underscore", {"region": "x", "_internal": 1}))["message"]
+    merge(400, {"spec": {"_internal": 1}})
+    post(400, manifest("VPC", "notobj", "a string"))
+    # Bad names: not a DNS-1035 label, or too long for prefix + name + "-tf-runner".
+    for bad_name in ("Bad_Name", "9starts-with-digit", "x" * 50):
+        assert cause_fields(post(422, manifest("VPC", bad_name, {"region": "x"}))) == {"metadata.name"}, bad_name
+    # The runner service account where the definition does not allow it; an approval with nothing pending.
+    assert cause_fields(merge(422, {"metadata": {"annotations": {RUNNER_SA: "mine"}}})) == {
+        f"metadata.annotations[{RUNNER_SA}]"}
+    assert cause_fields(merge(422, {"metadata": {"annotations": {APPROVE: "plan-main-x"}}})) == {
+        f"metadata.annotations[{APPROVE}]"}
+    # The generic cases, on the Tofu group.
+    post(400, "{not json")
+    post(400, manifest("VPC", "wrongversion", {"region": "x"}) | {"apiVersion": f"{GROUP}/v2"})
+    post(400, manifest("VPC", "wrongkind", {"region": "x"}) | {"kind": "Subnet"})
+    post(400, manifest("VPC", "otherns", {"region": "x"}, ns="elsewhere"))
+    post(413, json.dumps(manifest("VPC", "big", {"region": "x" * (3 * 1024 * 1024 + 10)})))
+    post(415, json.dumps(manifest("VPC", "plain", {"region": "x"})), content_type="text/plain")
+    refused(415, "PATCH", victim, {"spec": {}}, "application/strategic-merge-patch+json")
+    # 49 = 53 - len("vpc-"): the longest name whose runner pod name still fits.
+    code, body = api.request("POST", base, manifest("VPC", "x" * 49, {"region": "x"}))
+    assert code == 201, body
+
+
+# ------------------------------------------------------------------------------------ bad definitions
+
+
+def _variant(name: str, kind: str, plural: str, singular: str, schema: dict[str, Any] | str,
+             **terraform: Any) -> dict[str, Any]:
+    defn = copy.deepcopy(load_fixture("vpc.yaml"))
+    defn["metadata"] = {"name": name}
+    defn["spec"]["application"] = {"kind": kind, "plural": plural, "singular": singular,
+                                   "openAPISchema": schema if isinstance(schema, str) else json.dumps(schema)}
+    defn["spec"]["release"]["prefix"] = f"{singular}-"
+    defn["spec"]["terraform"].update(terraform)
+    return defn
+
+
+def test_broken_definitions_are_rejected_and_isolated(tofu: Cluster, api: Api) -> None:
+    obj = {"type": "object"}
+    cases = {
+        "bad-var-name": (_variant("bad-var-name", "BadVar", "badvars", "badvar",
+                                  {**obj, "properties": {"cidrBlock": {"type": "string"}}}, variableNaming="verbatim"),
+                         "InvalidVariableName"),
+        "reserved-var": (_variant("reserved-var", "Counted", "counteds", "counted",
+                                  {**obj, "properties": {"count": {"type": "integer"}}}), "InvalidVariableName"),
+        "clashing-vars": (_variant("clashing-vars", "Clash", "clashes", "clash",
+                                   {**obj, "properties": {"cidrBlock": {"type": "string"},
+                                                          "cidr_block": {"type": "string"}}}),
+                          "InvalidVariableName"),
+        "bad-placeholder": (_variant("bad-placeholder", "Placed", "placeds", "placed", schema_of("vpc.yaml"),
+                                     writeOutputsToSecret={"name": "{{ .tenant }}-outputs"}),
+                            "InvalidPlaceholder"),
+        "bad-schema": (_variant("bad-schema", "Broken", "brokens", "broken", "{not json"), "InvalidSchema"),
+        "dup-kind": (_variant("dup-kind", "VPC", "vpcs2", "vpc2", schema_of("vpc.yaml")), "KindConflict"),
+    }
+    try:
+        for defn, _reason in cases.values():
+            kubectl(tofu, "apply", "-f", "-", input=json.dumps(defn))
+        for name, (defn, reason) in cases.items():
+            cond = wait_for(lambda n=name: accepted(tofu, n), f"{name} Accepted condition")
+            assert cond["status"] == "False" and cond["reason"] == reason, (name, cond)
+            event = wait_for(lambda n=name, r=reason: next(
+                (e for e in events_of(tofu, n) if e["reason"] == r), None), f"{name} {reason} event")
+            assert event["type"] == "Warning"
+            plural = defn["spec"]["application"]["plural"]
+            code, body = api.request("GET", f"/apis/{V}/namespaces/{NS}/{plural}")
+            assert code == 404, (name, body)
+        resources = served(tofu)
+        for plural in ("badvars", "counteds", "clashes", "placeds", "brokens", "vpcs2"):
+            assert plural not in resources.split()
+        # Every other kind keeps working.
+        assert "vpcs" in resources and "s3buckets" in resources
+        assert (accepted(tofu, "vpc") or {}).get("status") == "True"
+        assert row(tofu, "vpc", "net")[0] == "net"
+        apply(tofu, "S3Bucket", "unaffected", {})
+        assert tf_or_none(tofu, "s3bucket-unaffected") is not None
+    finally:
+        for name in cases:
+            kubectl(tofu, "delete", "tofuapplicationdefinition", name, "--ignore-not-found")
+
+
+# ------------------------------------------------------------------------------------ rollout
+
+
+def test_definition_change_rolls_out_and_pins_state(tofu: Cluster, api: Api) -> None:
+    defn = _variant("network", "Network", "networks", "network", schema_of("vpc.yaml"))
+    kubectl(tofu, "apply", "-f", "-", input=json.dumps(defn))
+    wait_for(lambda: "networks" in served(tofu), "network kind served", timeout=60)
+    for name in ("one", "two"):
+        apply(tofu, "Network", name, {"region": "eu-west-1"})
+    before = {n: tf(tofu, f"network-{n}") for n in ("one", "two")}
+    changed = copy.deepcopy(defn)
+    changed["spec"]["terraform"].update(
+        sourceRef={"kind": "OCIRepository", "name": "aws-vpc-v2", "namespace": "cozy-public"},
+        path="./modules/vpc-v2", interval="20m", retryInterval="3m", approvePlan="manual",
+        destroyResourcesOnDeletion=False, serviceAccountName="tf-runner-v2", storeReadablePlan="json",
+        writeOutputsToSecret={"name": "{{ .namespace }}-{{ .name }}-net", "outputs": ["vpc_id"]},
+        runnerPodTemplate={"metadata": {"labels": {"tier": "v2"}}},
+        workspace="prod", backendConfig={"customConfiguration": "backend \"s3\" {}"},
+    )
+    changed["spec"]["release"]["labels"] = {"sharding.fluxcd.io/key": "tenants", "generation": "two"}
+    kubectl(tofu, "apply", "-f", "-", input=json.dumps(changed))
+    for name in ("one", "two"):
+        wait_for(lambda n=name: tf(tofu, f"network-{n}")["spec"]["sourceRef"]["name"] == "aws-vpc-v2",
+                 f"rollout to network-{name}")
+        spec = tf(tofu, f"network-{name}")["spec"]
+        assert spec["sourceRef"] == {"kind": "OCIRepository", "name": "aws-vpc-v2", "namespace": "cozy-public"}
+        assert spec["path"] == "./modules/vpc-v2" and spec["interval"] == "20m" and spec["retryInterval"] == "3m"
+        assert spec["approvePlan"] == "" and spec["destroyResourcesOnDeletion"] is False
+        assert spec["serviceAccountName"] == "tf-runner-v2" and spec["storeReadablePlan"] == "json"
+        assert spec["writeOutputsToSecret"] == {"name": f"{NS}-{name}-net", "outputs": ["vpc_id"]}
+        assert spec["runnerPodTemplate"] == {"metadata": {"labels": {"tier": "v2"}}}
+        # State location never moves for an existing instance.
+        assert spec["workspace"] == before[name]["spec"]["workspace"] == "default"
+        assert spec["backendConfig"] == before[name]["spec"]["backendConfig"]
+        assert spec["vars"] == before[name]["spec"]["vars"]
+        assert tf(tofu, f"network-{name}")["metadata"]["labels"]["generation"] == "two"
+    status = wait_for(lambda: get_json(tofu, "tofuapplicationdefinition", "network").get("status", {})
+                      .get("notRolledOut"), "status.notRolledOut")
+    assert status == [{"name": "one", "namespace": NS, "fields": ["backendConfig", "workspace"]},
+                      {"name": "two", "namespace": NS, "fields": ["backendConfig", "workspace"]}]
+    event = wait_for(lambda: next((e for e in events_of(tofu, "network") if e["reason"] == "RolledOut"
+                                   and "2 patched" in e["message"]), None), "RolledOut event")
+    assert "notRolledOut" in event["message"]
+    # A new instance gets the new workspace and backendConfig.
+    apply(tofu, "Network", "three", {"region": "eu-west-1"})
+    fresh = tf(tofu, "network-three")["spec"]
+    assert fresh["workspace"] == "prod" and fresh["backendConfig"] == {"customConfiguration": "backend \"s3\" {}"}
+    code, v3 = api.request("GET", f"/openapi/v3/apis/{GROUP}/v1alpha1")
+    assert code == 200 and any("Network" in key for key in v3["components"]["schemas"])
+    # Deleting the definition stops serving the kind and never touches a Terraform.
+    kubectl(tofu, "delete", "tofuapplicationdefinition", "network")
+    wait_for(lambda: "networks" not in served(tofu), "network kind gone")
+    for name in ("one", "two", "three"):
+        assert tf_or_none(tofu, f"network-{name}") is not None
+    assert "vpcs" in served(tofu)
+
+
+# ------------------------------------------------------------------------------------ --group
+
+
+def test_configurable_group(tofu: Cluster) -> None:
+    group = "tofu.example.io"
+    alt = services.Service("tofu-agl-alt", "tofu_agl", group, extra_args=("--group", group))
+    services.start(tofu, alt)
+    try:
+        wait_for(lambda: "vpcs" in served(tofu, group), f"vpcs in {group}", timeout=60)
+        apply(tofu, "VPC", "elsewhere", {"region": "eu-west-1"}, group=group)
+        obj = tf(tofu, "vpc-elsewhere")
+        assert obj["metadata"]["labels"]["apps.cozystack.io/application.group"] == group
+        app = get_json(tofu, f"vpcs.{group}", "elsewhere", "-n", NS)
+        assert app["apiVersion"] == f"{group}/v1alpha1"
+        # Each group sees only its own Applications.
+        result = kubectl(tofu, "get", f"vpcs.{GROUP}", "elsewhere", "-n", NS, check=False)
+        assert result.returncode != 0 and "NotFound" in result.stderr
+        names = kubectl(tofu, "get", f"vpcs.{group}", "-n", NS, "-o", "name").stdout.split()
+        assert names == [f"vpc.{group}/elsewhere"]
+    finally:
+        services.stop(tofu, alt)
+        aggregation.unregister(tofu, group, "v1alpha1")
