@@ -77,8 +77,8 @@ every template renders both from one definition. Templates read it with
       "args" (list "--group" .Values.tofuAgl.group)
       "values" .Values.tofuAgl) -}}
 {{- end -}}
-{{- if and .Values.helmAgl.enabled .Values.tofuAgl.enabled (eq .Values.tofuAgl.group "apps.cozystack.io") -}}
-{{- fail "tofuAgl.group must differ from apps.cozystack.io, the group helm-agl serves" -}}
+{{- if and .Values.tofuAgl.enabled (eq .Values.tofuAgl.group "apps.cozystack.io") -}}
+{{- fail "tofuAgl.group must differ from apps.cozystack.io, the group helm-agl serves (here or in another release)" -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}

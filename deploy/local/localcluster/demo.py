@@ -73,10 +73,10 @@ class Demo:
         self.cluster = cluster
         self.out = out
 
-    def kubectl(self, *args: str, input: str | None = None, show: bool = False) -> str:
+    def kubectl(self, *args: str, input: str | None = None, show: bool = False, display: str = "") -> str:
         result = self.cluster.kubectl(*args, input=input)
         if show:
-            self.out.block("kubectl " + " ".join(args), result.stdout)
+            self.out.block(display or "kubectl " + " ".join(args), result.stdout)
         return result.stdout
 
     def get(self, *args: str) -> dict[str, Any]:
@@ -117,7 +117,8 @@ class Demo:
         self.kubectl("apply", "-f", "-", input=json.dumps(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
         for path in samples("applications"):
-            self.kubectl("apply", "-f", str(path), show=True)
+            shown = f"kubectl apply -f {path.relative_to(SAMPLES.parents[1])}"
+            self.kubectl("apply", "-f", "-", input=path.read_text(), show=True, display=shown)
 
     def generated(self) -> None:
         self.out.heading("3. What each backend generated (user object | backing object)")
