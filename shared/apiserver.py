@@ -213,7 +213,7 @@ class ApiServer:
             group_versions=[("apps.cozystack.io", "v1alpha1")],
         )
         server.register(storage)                      # any time, also while serving
-        ssl_ctx = tls.server_context(cert_file, key_file, config.client_ca)
+        ssl_ctx = tls.server_context(cert_file, key_file, config.tls_client_cas())
         runner = await server.serve("0.0.0.0", 8443, ssl_ctx)
     """
 

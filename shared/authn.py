@@ -14,10 +14,13 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from shared import errors
 from shared.rest import User
@@ -69,6 +72,46 @@ class RequestHeaderConfig:
     username_headers: tuple[str, ...] = ("X-Remote-User",)
     group_headers: tuple[str, ...] = ("X-Remote-Group",)
     extra_headers_prefixes: tuple[str, ...] = ("X-Remote-Extra-",)
+    #: kube-apiserver's own ``client-ca-file``.  It is trusted by the TLS layer only, so that a
+    #: user certificate presented straight to our port completes the handshake and is answered
+    #: with a 401 Status, as kube's servers do, instead of a bare handshake failure.  It never
+    #: authenticates anybody: :meth:`authenticate` insists on the request-header CA.
+    cluster_client_ca: str | None = None
+
+    @cached_property
+    def _front_proxy_cas(self) -> tuple[x509.Certificate, ...]:
+        if not self.client_ca:
+            return ()
+        try:
+            return tuple(x509.load_pem_x509_certificates(self.client_ca.encode()))
+        except ValueError:
+            log.error("requestheader-client-ca-file holds no usable PEM certificate: rejecting every request")
+            return ()
+
+    def tls_client_cas(self) -> str | None:
+        """The CA bundle for the TLS layer: the request-header CA plus the cluster's client CA."""
+        parts = [p.strip() for p in (self.client_ca, self.cluster_client_ca) if p and p.strip()]
+        return "\n".join(parts) + "\n" if parts else None
+
+    def signed_by_request_header_ca(self, der: bytes) -> bool:
+        """Whether a DER client certificate was issued by a certificate of the request-header CA bundle.
+
+        The TLS layer verified the chain against :meth:`tls_client_cas`, which is wider than the
+        request-header CA, so the issuer must be checked again here.  Python 3.11 exposes only
+        the leaf, so the issuer must itself be in the bundle (kube's front-proxy certs are
+        issued directly by it).
+        """
+        try:
+            leaf = x509.load_der_x509_certificate(der)
+        except ValueError:
+            return False
+        for ca in self._front_proxy_cas:
+            try:
+                leaf.verify_directly_issued_by(ca)
+            except (ValueError, TypeError, InvalidSignature):
+                continue
+            return True
+        return False
 
     @classmethod
     def from_configmap_data(cls, data: Mapping[str, str]) -> RequestHeaderConfig:
@@ -76,22 +119,31 @@ class RequestHeaderConfig:
         ca = data.get("requestheader-client-ca-file") or None
         return cls(
             client_ca=ca,
+            cluster_client_ca=data.get("client-ca-file") or None,
             allowed_names=_json_list(data, "requestheader-allowed-names", ()),
             username_headers=_json_list(data, "requestheader-username-headers", ("X-Remote-User",)),
             group_headers=_json_list(data, "requestheader-group-headers", ("X-Remote-Group",)),
             extra_headers_prefixes=_json_list(data, "requestheader-extra-headers-prefix", ("X-Remote-Extra-",)),
         )
 
-    def authenticate(self, peercert: PeerCert | None, headers: Mapping[str, str]) -> User:
+    def authenticate(
+        self, peercert: PeerCert | None, headers: Mapping[str, str], peer_der: bytes | None = None
+    ) -> User:
         """Return the asserted user, or raise 401 if the request did not come from the front proxy.
 
         ``peercert`` must be the *verified* certificate (``transport.get_extra_info("peercert")``):
         Python returns ``None`` without a certificate and an empty dict for an unverified one.
+        ``peer_der`` is the same certificate in DER form; its issuer is checked against the
+        request-header CA (required when the TLS layer also trusts ``cluster_client_ca``).
         """
         if not self.client_ca:
             raise errors.unauthorized("request-header authentication is not configured (no client CA)")
         if not peercert:
             raise errors.unauthorized("no verified front-proxy client certificate")
+        if peer_der is None and self.cluster_client_ca:
+            raise errors.unauthorized("the client certificate could not be checked against the front-proxy CA")
+        if peer_der is not None and not self.signed_by_request_header_ca(peer_der):
+            raise errors.unauthorized("the client certificate is not signed by the front-proxy (request-header) CA")
         if self.allowed_names:
             cn = common_name(peercert)
             if cn not in self.allowed_names:
@@ -132,7 +184,9 @@ class FrontProxyAuthenticator:
     def __call__(self, request: web.Request) -> User:
         transport = request.transport
         peercert = transport.get_extra_info("peercert") if transport is not None else None
-        return self.config.authenticate(peercert, request.headers)
+        ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None and peercert else None
+        return self.config.authenticate(peercert, request.headers, der)
 
 
 async def load_request_header_config(api_client: Any) -> RequestHeaderConfig:

@@ -4,7 +4,10 @@ Aggregated servers do not hold RBAC themselves; kube-apiserver's authorizer chai
 source of truth.  One review per request would double the latency of every call, so decisions
 are cached briefly (allowed 10 s, denied 5 s, like kube's webhook authorizer defaults keep
 revocations effective quickly) and concurrent identical questions share one review.  Anything
-that prevents a review from completing denies the request: failing open would hand out access.
+that prevents a review from completing (kube-apiserver unreachable, slow, erroring) refuses the
+request with a 503 and ``Retry-After``: failing open would hand out access, and a 403 would tell
+the user they lack a permission they may well have.  Reviews are time-bounded, so an
+unresponsive kube-apiserver never hangs a request.
 """
 
 from __future__ import annotations
@@ -17,9 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from shared import errors
 from shared.rest import User
 
 log = logging.getLogger(__name__)
+
+#: Bound on one SubjectAccessReview round trip, in seconds.
+REVIEW_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -56,9 +63,11 @@ class Authorizer:
         allowed_ttl: float = 10.0,
         denied_ttl: float = 5.0,
         max_entries: int = 10_000,
+        review_timeout: float = REVIEW_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._review = review
+        self._review_timeout = review_timeout
         self._allowed_ttl = allowed_ttl
         self._denied_ttl = denied_ttl
         self._max_entries = max_entries
@@ -88,7 +97,11 @@ class Authorizer:
             self._cache.popitem(last=False)
 
     async def authorize(self, user: User, attrs: ResourceAttributes) -> bool:
-        """True if ``user`` may perform ``attrs``; False when denied or when the review failed."""
+        """True if ``user`` may perform ``attrs``, False if denied.
+
+        Raises a 503 :class:`~shared.errors.ApiError` when the review could not be completed;
+        such a failure is not cached, so the next request asks again.
+        """
         key = _key(user, attrs)
         cached = self._cached(key)
         if cached is not None:
@@ -100,22 +113,27 @@ class Authorizer:
         self._inflight[key] = future
         try:
             try:
-                allowed = bool(await self._review(user, attrs))
+                async with asyncio.timeout(self._review_timeout):
+                    allowed = bool(await self._review(user, attrs))
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception(
-                    "SubjectAccessReview failed; denying",
-                    extra={"user": user.name, "verb": attrs.verb, "resource": attrs.resource},
+            except Exception as exc:
+                log.error(
+                    "SubjectAccessReview failed; refusing the request",
+                    extra={"user": user.name, "verb": attrs.verb, "resource": attrs.resource,
+                           "error": repr(exc)},
                 )
-                allowed = False  # fail closed, and do not cache: the next request asks again
-            else:
-                self._store(key, allowed)
+                failure = errors.unavailable("the authorization check could not be completed; try again")
+                future.set_exception(failure)
+                future.exception()  # retrieved: sharing waiters re-raise it, nobody else must log it
+                raise failure from exc
+            self._store(key, allowed)
             future.set_result(allowed)
             return allowed
         finally:
             if not future.done():
-                future.set_result(False)
+                future.set_exception(errors.unavailable("the authorization check was cancelled; try again"))
+                future.exception()
             self._inflight.pop(key, None)
 
 
@@ -147,7 +165,9 @@ def subject_access_review(api_client: Any) -> ReviewFunction:
 
     async def review(user: User, attrs: ResourceAttributes) -> bool:
         # The client serialises plain dicts as they are; the model classes add nothing here.
-        result = await api.create_subject_access_review(cast(Any, review_body(user, attrs)))
+        result = await api.create_subject_access_review(
+            cast(Any, review_body(user, attrs)), _request_timeout=REVIEW_TIMEOUT
+        )
         status = result.status
         if status is None:
             raise RuntimeError("SubjectAccessReview came back without a status")

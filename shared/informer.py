@@ -175,6 +175,23 @@ class Informer:
         """Wait for the first successful list (bound it with ``asyncio.timeout`` if needed)."""
         await self._synced.wait()
 
+    async def require_synced(self, wait: float = 0.05) -> None:
+        """Raise 503 unless the first list completes within ``wait`` seconds.
+
+        A watch served before the cache ever listed would be a silent stream; kube-apiserver
+        answers 503 while its own watch cache initializes, and so do we.  ``wait`` is kept
+        shorter than the API server's watch start grace so the answer is a Status response.
+        """
+        if self.synced:
+            return
+        try:
+            async with asyncio.timeout(wait):
+                await self.wait_synced()
+        except TimeoutError:
+            raise errors.unavailable(
+                f"the {self.name} watch cache is initializing: kube-apiserver is not reachable yet"
+            ) from None
+
     @property
     def synced(self) -> bool:
         return self._synced.is_set()

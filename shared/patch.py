@@ -124,23 +124,25 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def json_patch(target: JSON, operations: Any) -> Any:
-    """RFC 6902 JSON patch.  A malformed patch is a 400; one that cannot apply is a 422."""
+    """RFC 6902 JSON patch, answered as kube-apiserver answers it.
+
+    A document that is not a list of objects cannot even be decoded: 400.  Every operation that
+    cannot be applied -- an unknown or missing ``op``, a path that does not exist, a failed
+    ``test`` -- is a 422 Invalid, which is what kube-apiserver returns for the same patch.
+    """
     if not isinstance(operations, list):
-        raise errors.bad_request("a JSON patch must be a list of operations")
+        raise errors.bad_request("error decoding patch: a JSON patch must be a list of operations")
+    if not all(isinstance(op, dict) for op in operations):
+        raise errors.bad_request("error decoding patch: every JSON patch operation must be an object")
     try:
-        compiled = jsonpatch.JsonPatch(operations)
-    except (jsonpatch.InvalidJsonPatch, TypeError, AttributeError) as exc:
-        raise errors.bad_request(f"invalid JSON patch: {exc}") from exc
-    try:
-        return compiled.apply(target, in_place=False)
-    except jsonpatch.InvalidJsonPatch as exc:
-        raise errors.bad_request(f"invalid JSON patch: {exc}") from exc
+        return jsonpatch.JsonPatch(operations).apply(target, in_place=False)
     except (
         jsonpatch.JsonPatchException,
         jsonpatch.JsonPointerException,
         KeyError,
         IndexError,
         TypeError,
+        AttributeError,
     ) as exc:
         raise errors.ApiError(422, "Invalid", f"the JSON patch could not be applied: {exc}") from exc
 

@@ -103,7 +103,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     wiring = await build(Context(api=api, server=server, events=events, component=component))
     cert, key = _serving_files(args, component)
     runner = await server.serve(args.bind_address, args.secure_port,
-                                tls.server_context(cert, key, request_header.client_ca))
+                                tls.server_context(cert, key, request_header.tls_client_cas()))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

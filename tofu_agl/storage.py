@@ -150,6 +150,7 @@ class ApplicationStorage:
 
     async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
         user_selector = selectors.parse_label_selector(options.label_selector)
+        await self._informer.require_synced()
         visible: set[tuple[str, str]] = set()
         subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks)
         try:

@@ -22,7 +22,7 @@ import yaml
 from localcluster import pki, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import load_fixture, wait_for
+from tests.integration.conftest import Api, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
 VERSION = "v1alpha1"
@@ -85,9 +85,18 @@ def as_user(user: str, *groups: str) -> dict[str, str]:
     """The identity headers kube-apiserver's front proxy sends (one X-Remote-Group per group)."""
     headers = {"X-Remote-User": user}
     if groups:
-        # urllib cannot repeat a header; the front proxy may also send a comma-free list this way.
+        # urllib cannot repeat a header, so these tests use at most one group.
+        assert len(groups) == 1
         headers["X-Remote-Group"] = groups[0]
     return headers
+
+
+def user_api(cluster: Cluster, kubeconfig: Path) -> Api:
+    """Raw HTTP through kube-apiserver as the client-certificate user of ``kubeconfig``."""
+    api = Api(cluster, user="")
+    user = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]
+    api.ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+    return api
 
 
 def assert_status(code: int, body: Any, want_code: int, reason: str) -> None:
@@ -213,6 +222,37 @@ def test_front_proxy_identity_is_authorized_by_subject_access_review(
     assert 'User "mallory" cannot list resource "redises"' in body["message"]
     code, body, _ = direct.request(REDISES_B, cert=front_proxy, headers=as_user("alice"))
     assert_status(code, body, 403, "Forbidden")
+    # Every verb is authorized, not only reads.
+    for method, path, payload in (("GET", f"{REDISES_A}?watch=true&timeoutSeconds=1", None),
+                                  ("POST", REDISES_A, manifest("mallorys", NS_A).encode()),
+                                  ("DELETE", f"{REDISES_A}/anything", None)):
+        code, body, _ = direct.request(path, cert=front_proxy, headers=as_user("mallory"), method=method,
+                                       body=payload)
+        assert_status(code, body, 403, "Forbidden")
+    assert "redis-mallorys" not in release_names(helm, NS_A)
+
+
+def test_group_membership_grants_and_revocation_takes_effect(
+        helm: Cluster, direct: Direct, front_proxy: tuple[Path, Path]) -> None:
+    """RBAC bound to a group works through kubectl (groups are forwarded and reviewed), and a
+    removed binding stops working once the short decision cache expires."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "redis-reader", "namespace": NS_A},
+            "rules": [{"apiGroups": [GROUP], "resources": ["redises"], "verbs": ["get", "list", "watch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "cache-admins", "namespace": NS_A},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "redis-reader"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "cache-admins"}]}
+    kubectl(helm, "apply", "-f", "-", input=yaml.safe_dump_all([role, binding]))
+    carol = helm.user_kubeconfig("carol", ("cache-admins",))
+    wait_for(lambda: kubectl(helm, "get", "redises", "-n", NS_A, kubeconfig=carol, check=False).returncode == 0,
+             "carol can list through her group")
+    assert direct.request(REDISES_A, cert=front_proxy, headers=as_user("carol", "cache-admins"))[0] == 200
+    kubectl(helm, "delete", "rolebinding", "cache-admins", "-n", NS_A)
+    wait_for(lambda: "forbidden" in kubectl(helm, "get", "redises", "-n", NS_A, kubeconfig=carol,
+                                            check=False).stderr.lower(), "kube-apiserver to deny carol")
+    wait_for(lambda: direct.request(REDISES_A, cert=front_proxy, headers=as_user("carol", "cache-admins"))[0] == 403,
+             "the revoked permission to be denied by the service", timeout=30, interval=1)
 
 
 def test_decision_cache_does_not_leak_between_users(helm: Cluster, direct: Direct,
@@ -241,6 +281,11 @@ def test_decision_cache_does_not_leak_between_users(helm: Cluster, direct: Direc
 
 def test_unprivileged_user_is_forbidden_and_sees_nothing(helm: Cluster, mallory: Path) -> None:
     kubectl(helm, "apply", "-f", "-", input=manifest("secret-cache", NS_A))
+    raw = user_api(helm, mallory)
+    for path in (REDISES_A, f"{REDISES_A}/secret-cache", f"/apis/{GROUP}/{VERSION}/redises"):
+        code, body = raw.request("GET", path)
+        assert_status(code, body, 403, "Forbidden")
+        assert "items" not in body and "spec" not in body
     for args in (("get", "redises", "-n", NS_A), ("get", "redises", "-A"),
                  ("get", "redis", "secret-cache", "-n", NS_A)):
         result = kubectl(helm, *args, "-o", "json", kubeconfig=mallory, check=False)
@@ -272,7 +317,7 @@ def test_namespace_scoped_role(helm: Cluster, alice: Path) -> None:
     assert result.returncode != 0 and "forbidden" in result.stderr.lower(), result.stderr
     # ... yet it exists and carries her change.
     release = json.loads(kubectl(helm, "get", HR, "redis-alices", "-n", NS_A, "-o", "json").stdout)
-    assert release["spec"]["values"] == {"replicas": 4}
+    assert release["spec"]["values"]["replicas"] == 4
 
     # Namespace B: neither write nor read, and B's Applications stay invisible.
     kubectl(helm, "apply", "-f", "-", input=manifest("bees", NS_B))

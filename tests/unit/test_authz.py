@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from shared import errors
 from shared.authz import Authorizer, ResourceAttributes, review_body
 from shared.rest import User
 
@@ -80,16 +81,27 @@ async def test_cache_key_covers_identity_and_attributes() -> None:
     assert len(review.calls) == 7
 
 
-async def test_failing_review_denies_logs_and_is_not_cached(caplog: pytest.LogCaptureFixture) -> None:
+async def test_failing_review_refuses_with_503_logs_and_is_not_cached(caplog: pytest.LogCaptureFixture) -> None:
     review = FakeReview({"get"})
     review.fail = True
     authz = Authorizer(review, clock=Clock())
-    with caplog.at_level(logging.ERROR, logger="shared.authz"):
-        assert not await authz.authorize(ALICE, GET)
+    with caplog.at_level(logging.ERROR, logger="shared.authz"), pytest.raises(errors.ApiError) as err:
+        await authz.authorize(ALICE, GET)  # fail closed, but not as a misleading 403
+    assert err.value.code == 503 and err.value.retry_after
     assert "SubjectAccessReview failed" in caplog.text
     review.fail = False
     assert await authz.authorize(ALICE, GET)  # the failure was not remembered
     assert len(review.calls) == 2
+
+
+async def test_hung_review_times_out_with_503() -> None:
+    review = FakeReview({"get"})
+    review.gate = asyncio.Event()  # never set: the review hangs
+    authz = Authorizer(review, clock=Clock(), review_timeout=0.05)
+    waiters = [asyncio.create_task(authz.authorize(ALICE, GET)) for _ in range(3)]
+    results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), 2)
+    assert all(isinstance(r, errors.ApiError) and r.code == 503 for r in results), results
+    assert len(review.calls) == 1  # the waiters shared the one review, and its failure
 
 
 async def test_cache_is_bounded() -> None:

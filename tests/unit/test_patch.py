@@ -72,8 +72,9 @@ def test_json_patch_applies_without_mutating() -> None:
     ("ops", "code"),
     [
         ({"op": "add"}, 400),  # not a list
-        ([{"op": "frobnicate", "path": "/a"}], 400),
-        ([{"path": "/a", "value": 1}], 400),
+        ([1, 2], 400),  # operations that are not objects cannot be decoded
+        ([{"op": "frobnicate", "path": "/a"}], 422),  # kube-apiserver: 422 for any op it cannot apply
+        ([{"path": "/a", "value": 1}], 422),
         ([{"op": "remove", "path": "/spec/missing"}], 422),
         ([{"op": "replace", "path": "/nope/deeper", "value": 1}], 422),
         ([{"op": "test", "path": "/spec/size", "value": 99}], 422),
