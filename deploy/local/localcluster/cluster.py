@@ -142,7 +142,6 @@ class Cluster:
         if fresh:
             shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         certs = self._certs()
-        sa_key, sa_pub = pki.ensure_service_account_keys(self.pki_dir)
         state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port())
         log(f"starting etcd on 127.0.0.1:{state.etcd_port}")
         state.etcd_pid = self._spawn("etcd", [
@@ -157,8 +156,19 @@ class Cluster:
         self._save(state)
         self._wait(lambda: self._http_ok(f"http://127.0.0.1:{state.etcd_port}/health"), "etcd", state.etcd_pid)
         log(f"starting kube-apiserver on 127.0.0.1:{state.api_port}")
-        state.api_pid = self._spawn("kube-apiserver", [
-            str(binaries.kube_apiserver),
+        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
+        self._save(state)
+        self._write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
+        self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
+        self._wait(self._bootstrapped, "kube-apiserver bootstrap (namespaces, authentication ConfigMap)",
+                   state.api_pid, limit=60)
+        log(f"cluster {self.name!r} ready at https://127.0.0.1:{state.api_port}")
+
+    def _apiserver_argv(self, binary: Path, state: State) -> list[str]:
+        certs = self._certs()
+        sa_key, sa_pub = pki.ensure_service_account_keys(self.pki_dir)
+        return [
+            str(binary),
             f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={state.api_port}",
             f"--tls-cert-file={certs['serving'].cert}", f"--tls-private-key-file={certs['serving'].key}",
@@ -178,13 +188,25 @@ class Cluster:
             f"--proxy-client-key-file={certs['front-proxy-client'].key}",
             "--enable-aggregator-routing=false",
             "--v=1",
-        ])
+        ]
+
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port (etcd keeps running).
+
+        For tests of what survives an API server restart: watches, informers, kopf.
+        """
+        state = self._state()
+        if state is None:
+            raise ClusterError(f"cluster {self.name!r} is not running")
+        with contextlib.suppress(OSError):
+            os.killpg(state.api_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(state.api_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        binaries = build.ensure_binaries()
+        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
         self._save(state)
-        self._write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
-        self._wait(self._bootstrapped, "kube-apiserver bootstrap (namespaces, authentication ConfigMap)",
-                   state.api_pid, limit=60)
-        log(f"cluster {self.name!r} ready at https://127.0.0.1:{state.api_port}")
 
     def down(self, *, quiet: bool = False) -> None:
         """Stop both processes (TERM, then KILL) and forget the ports; data stays for the next ``up``."""

@@ -1,0 +1,643 @@
+"""The Helm chart (deploy/chart): rendered by a real helm, applied to the real control plane.
+
+Rendering checks prove the feature flags add and remove exactly one service's objects, the
+certificates and RBAC are what the services need, and bad values are refused by the chart's
+schema.  Applying the rendered objects with server-side apply and strict field validation proves
+kube-apiserver accepts every one of them as written (CRDs, RBAC, Deployments, Services, Secrets);
+SubjectAccessReviews then prove the RBAC grants each service exactly its calls and that tenants
+bound to the built-in roles get the published kinds but not the backing objects.
+
+Nothing runs the pods here (no kubelet, no controller-manager), and the APIServices are only
+validated with a server-side dry run: registering them would route our groups to a Service
+without endpoints while the services under test in the same session serve those groups.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from localcluster import aggregation, build
+from localcluster.cluster import Cluster, free_port
+
+from tests.conftest import ROOT
+from tests.integration.conftest import wait_for
+
+CHART = ROOT / "deploy" / "chart"
+RELEASE = "chart"
+NS = "agl-chart"
+HELM_GROUP = "apps.cozystack.io"
+DEFAULT_TOFU_GROUP = "tofu.apps.cozystack.io"
+#: The applied render uses its own Tofu group so nothing it creates can shadow the services under test.
+TOFU_GROUP = "tofu-chart.apps.cozystack.io"
+HELM_SVC = f"{RELEASE}-helm-agl"
+TOFU_SVC = f"{RELEASE}-tofu-agl"
+FIELD_MANAGER = "agl-chart-test"
+
+Doc = dict[str, Any]
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+class Helm:
+    """The pinned helm built from the module proxy, with its own empty config/cache/data homes."""
+
+    def __init__(self, binary: Path, home: Path) -> None:
+        self.binary = binary
+        self.env = dict(os.environ, HELM_CONFIG_HOME=str(home / "config"), HELM_CACHE_HOME=str(home / "cache"),
+                        HELM_DATA_HOME=str(home / "data"))
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([str(self.binary), *args], capture_output=True, text=True, env=self.env,
+                                timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+
+    def template(self, *sets: str, extra: tuple[str, ...] = ()) -> list[Doc]:
+        flags = [arg for s in sets for arg in ("--set", s)]
+        out = self.run("template", RELEASE, str(CHART), "--namespace", NS, *flags, *extra).stdout
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(build.ensure_helm(), tmp_path_factory.mktemp("helm-home"))
+
+
+def index(docs: list[Doc]) -> dict[tuple[str, str], Doc]:
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+
+
+def of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def names(docs: list[Doc], kind: str) -> set[str]:
+    return {doc["metadata"]["name"] for doc in of_kind(docs, kind)}
+
+
+def component(doc: Doc) -> str | None:
+    labels: dict[str, str] = doc["metadata"].get("labels") or {}
+    return labels.get("app.kubernetes.io/component")
+
+
+def container(deployment: Doc) -> Doc:
+    containers: list[Doc] = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def pem(secret: Doc, key: str) -> bytes:
+    return base64.b64decode(secret["data"][key])
+
+
+# What each service calls, written out independently of the templates: the chart must grant exactly this.
+def expected_rules(backing_group: str, backing: str, definitions: str, apiservice: str) -> list[Doc]:
+    return [
+        {"apiGroups": [backing_group], "resources": [backing],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["cozystack.io"], "resources": [definitions], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["cozystack.io"], "resources": [f"{definitions}/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"], "resourceNames": [apiservice],
+         "verbs": ["patch"]},
+    ]
+
+
+HELM_RULES = expected_rules("helm.toolkit.fluxcd.io", "helmreleases", "applicationdefinitions",
+                            f"v1alpha1.{HELM_GROUP}")
+
+
+def tofu_rules(group: str) -> list[Doc]:
+    return expected_rules("infra.contrib.fluxcd.io", "terraforms", "tofuapplicationdefinitions", f"v1alpha1.{group}")
+
+
+# ------------------------------------------------------------------------- rendering checks
+
+
+def test_chart_lints_strictly(helm: Helm) -> None:
+    for sets in ((), ("helmAgl.enabled=false",), ("tofuAgl.enabled=false",), ("certManager.enabled=true",)):
+        flags = [arg for s in sets for arg in ("--set", s)]
+        result = helm.run("lint", "--strict", str(CHART), *flags, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_both_services_by_default(helm: Helm) -> None:
+    docs = helm.template()
+    assert names(docs, "Deployment") == {HELM_SVC, TOFU_SVC}
+    assert names(docs, "Service") == {HELM_SVC, TOFU_SVC}
+    assert names(docs, "ServiceAccount") == {HELM_SVC, TOFU_SVC}
+    assert names(docs, "Secret") == {f"{HELM_SVC}-tls", f"{TOFU_SVC}-tls"}
+    assert names(docs, "APIService") == {f"v1alpha1.{HELM_GROUP}", f"v1alpha1.{DEFAULT_TOFU_GROUP}"}
+    assert names(docs, "CustomResourceDefinition") == {"applicationdefinitions.cozystack.io",
+                                                       "tofuapplicationdefinitions.cozystack.io"}
+    assert names(docs, "ClusterRole") == {HELM_SVC, f"{HELM_SVC}:edit", f"{HELM_SVC}:view",
+                                          TOFU_SVC, f"{TOFU_SVC}:edit", f"{TOFU_SVC}:view"}
+    assert names(docs, "ClusterRoleBinding") == {HELM_SVC, f"{HELM_SVC}:auth-delegator",
+                                                 TOFU_SVC, f"{TOFU_SVC}:auth-delegator"}
+    assert names(docs, "RoleBinding") == {f"{NS}:{HELM_SVC}:auth-reader", f"{NS}:{TOFU_SVC}:auth-reader"}
+    for doc in docs:
+        namespaced = doc["kind"] in {"Deployment", "Service", "ServiceAccount", "Secret"}
+        if namespaced:
+            assert doc["metadata"]["namespace"] == NS, doc["metadata"]
+    assert not of_kind(docs, "Issuer") and not of_kind(docs, "Certificate")
+
+
+@pytest.mark.parametrize(("flag", "kept", "dropped"), [
+    ("tofuAgl.enabled=false", "helm-agl", "tofu-agl"),
+    ("helmAgl.enabled=false", "tofu-agl", "helm-agl"),
+])
+def test_each_service_alone(helm: Helm, flag: str, kept: str, dropped: str) -> None:
+    docs = helm.template(flag)
+    assert docs and all(component(doc) == kept for doc in docs), {(d["kind"], component(d)) for d in docs}
+    assert len(of_kind(docs, "Deployment")) == len(of_kind(docs, "APIService")) == 1
+    assert len(of_kind(docs, "CustomResourceDefinition")) == 1
+    text = yaml.safe_dump_all(docs)
+    # Nothing of the other service, not even a rule or a reference.
+    other = {"tofu-agl": ("terraforms", "tofuapplicationdefinitions", "tofu_agl", DEFAULT_TOFU_GROUP),
+             "helm-agl": ("helmreleases", "applicationdefinitions.cozystack.io", "helm_agl",
+                          f"v1alpha1.{HELM_GROUP}")}[dropped]
+    for word in other:
+        assert not re.search(rf"(?<![a-z]){re.escape(word)}", text), word
+
+
+def test_nothing_enabled_renders_nothing(helm: Helm) -> None:
+    assert helm.template("helmAgl.enabled=false", "tofuAgl.enabled=false") == []
+
+
+def test_crds_are_the_repository_files(helm: Helm) -> None:
+    docs = helm.template()
+    for crd in of_kind(docs, "CustomResourceDefinition"):
+        source = yaml.safe_load((ROOT / "crds" / f"cozystack.io_{crd['spec']['names']['plural']}.yaml").read_text())
+        assert crd["spec"] == source["spec"]
+        assert crd["metadata"]["name"] == source["metadata"]["name"]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert "helm.sh/resource-policy" not in yaml.safe_dump_all(helm.template("crds.keep=false"))
+    assert not of_kind(helm.template("crds.install=false"), "CustomResourceDefinition")
+
+
+def test_generated_certificates(helm: Helm) -> None:
+    docs = helm.template()
+    objs = index(docs)
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+        secret = objs[("Secret", f"{svc}-tls")]
+        assert secret["type"] == "kubernetes.io/tls"
+        apiservice = objs[("APIService", f"v1alpha1.{group}")]
+        # The APIService trusts exactly the CA that signed the certificate the pod serves.
+        assert base64.b64decode(apiservice["spec"]["caBundle"]) == pem(secret, "ca.crt")
+        ca = x509.load_pem_x509_certificate(pem(secret, "ca.crt"))
+        cert = x509.load_pem_x509_certificate(pem(secret, "tls.crt"))
+        cert.verify_directly_issued_by(ca)
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+        assert f"{svc}.{NS}.svc" in sans and f"{svc}.{NS}.svc.cluster.local" in sans
+        deployment = objs[("Deployment", svc)]
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["checksum/tls"] == hashlib.sha256(pem(secret, "tls.crt")).hexdigest()
+        assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == f"{svc}-tls"
+    # Each service has its own CA.
+    assert pem(objs[("Secret", f"{HELM_SVC}-tls")], "ca.crt") != pem(objs[("Secret", f"{TOFU_SVC}-tls")], "ca.crt")
+
+
+def test_cert_manager(helm: Helm) -> None:
+    docs = helm.template("certManager.enabled=true")
+    objs = index(docs)
+    assert not of_kind(docs, "Secret")
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+        apiservice = objs[("APIService", f"v1alpha1.{group}")]
+        assert "caBundle" not in apiservice["spec"]
+        assert apiservice["metadata"]["annotations"] == {"cert-manager.io/inject-ca-from": f"{NS}/{svc}-serving"}
+        serving = objs[("Certificate", f"{svc}-serving")]
+        assert serving["metadata"]["namespace"] == NS
+        assert serving["spec"]["secretName"] == f"{svc}-tls"
+        assert f"{svc}.{NS}.svc" in serving["spec"]["dnsNames"]
+        # serving <- CA Issuer <- CA Certificate's Secret <- self-signed Issuer.
+        ca_issuer = objs[("Issuer", serving["spec"]["issuerRef"]["name"])]
+        ca_cert = next(c for c in of_kind(docs, "Certificate")
+                       if c["spec"].get("secretName") == ca_issuer["spec"]["ca"]["secretName"])
+        assert ca_cert["spec"]["isCA"] is True
+        assert "selfSigned" in objs[("Issuer", ca_cert["spec"]["issuerRef"]["name"])]["spec"]
+        deployment = objs[("Deployment", svc)]
+        assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == f"{svc}-tls"
+        assert "checksum/tls" not in (deployment["spec"]["template"]["metadata"].get("annotations") or {})
+    # An existing CA issuer replaces the chart's own.
+    docs = helm.template("certManager.enabled=true", "certManager.issuerRef.kind=ClusterIssuer",
+                         "certManager.issuerRef.name=platform-ca")
+    assert not of_kind(docs, "Issuer")
+    assert {c["metadata"]["name"] for c in of_kind(docs, "Certificate")} == {f"{HELM_SVC}-serving",
+                                                                             f"{TOFU_SVC}-serving"}
+    assert all(c["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "platform-ca"}
+               for c in of_kind(docs, "Certificate"))
+
+
+def test_custom_tofu_group(helm: Helm) -> None:
+    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}", "helmAgl.enabled=false")
+    objs = index(docs)
+    apiservice = objs[("APIService", f"v1alpha1.{TOFU_GROUP}")]
+    assert apiservice["spec"]["group"] == TOFU_GROUP and apiservice["spec"]["version"] == "v1alpha1"
+    assert apiservice["spec"]["service"] == {"name": TOFU_SVC, "namespace": NS, "port": 443}
+    args = container(objs[("Deployment", TOFU_SVC)])["args"]
+    assert args[args.index("--group") + 1] == TOFU_GROUP
+    assert objs[("ClusterRole", TOFU_SVC)]["rules"] == tofu_rules(TOFU_GROUP)
+    assert objs[("ClusterRole", f"{TOFU_SVC}:edit")]["rules"][0]["apiGroups"] == [TOFU_GROUP]
+    # (The CRD's prose mentions the default group; no object refers to it.)
+    assert DEFAULT_TOFU_GROUP not in yaml.safe_dump_all(
+        [doc for doc in docs if doc["kind"] != "CustomResourceDefinition"])
+
+
+def test_deployments_are_hardened(helm: Helm) -> None:
+    objs = index(helm.template("helmAgl.replicas=2"))
+    for svc, module in ((HELM_SVC, "helm_agl"), (TOFU_SVC, "tofu_agl")):
+        deployment = objs[("Deployment", svc)]
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == svc
+        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+        c = container(deployment)
+        assert c["command"] == ["python", "-m", module]
+        assert c["args"][:3] == ["--secure-port=8443", "--tls-cert-file=/tls/tls.crt",
+                                 "--tls-private-key-file=/tls/tls.key"]
+        sc = c["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+        assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+            assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+        assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+        assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+        assert c["image"] == "ghcr.io/cozystack/agl-parallel:0.1.0"
+        service = objs[("Service", svc)]
+        assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert objs[("Deployment", HELM_SVC)]["spec"]["replicas"] == 2
+    assert objs[("Deployment", TOFU_SVC)]["spec"]["replicas"] == 1
+    image = container(index(helm.template("image.tag=dev", "image.repository=registry.local/agl"))[
+        ("Deployment", HELM_SVC)])["image"]
+    assert image == "registry.local/agl:dev"
+
+
+def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
+    objs = index(helm.template())
+    assert objs[("ClusterRole", HELM_SVC)]["rules"] == HELM_RULES
+    assert objs[("ClusterRole", TOFU_SVC)]["rules"] == tofu_rules(DEFAULT_TOFU_GROUP)
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+        subject = [{"kind": "ServiceAccount", "name": svc, "namespace": NS}]
+        delegator = objs[("ClusterRoleBinding", f"{svc}:auth-delegator")]
+        assert delegator["roleRef"]["name"] == "system:auth-delegator" and delegator["subjects"] == subject
+        reader = objs[("RoleBinding", f"{NS}:{svc}:auth-reader")]
+        assert reader["metadata"]["namespace"] == "kube-system"
+        assert reader["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                     "name": "extension-apiserver-authentication-reader"}
+        assert reader["subjects"] == subject
+        edit, view = objs[("ClusterRole", f"{svc}:edit")], objs[("ClusterRole", f"{svc}:view")]
+        assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+        assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+        assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+        assert edit["rules"] == [{"apiGroups": [group], "resources": ["*"],
+                                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+        assert view["rules"] == [{"apiGroups": [group], "resources": ["*"], "verbs": ["get", "list", "watch"]}]
+    assert not any(name.endswith((":edit", ":view"))
+                   for name in names(helm.template("rbac.aggregateToTenantRoles=false"), "ClusterRole"))
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("helmAgl.replicas=-1", "/helmAgl/replicas"),
+    ("tofuAgl.group=Not_A_Group", "/tofuAgl/group"),
+    ("tofuAgl.logLevel=LOUD", "/tofuAgl/logLevel"),
+    ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ("helmAgl.enabeld=true", "enabeld"),
+    ("tofuAgl.group=apps.cozystack.io", "must differ from apps.cozystack.io"),
+])
+def test_bad_values_are_refused(helm: Helm, setting: str, message: str) -> None:
+    result = helm.run("template", RELEASE, str(CHART), "--set", setting, check=False)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------------ applied to kube-apiserver
+
+
+def kubectl(cluster: Cluster, *args: str, input: str | None = None,
+            check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl(*args, input=input, check=check)
+
+
+def manifest(docs: list[Doc]) -> str:
+    return "\n---\n".join(json.dumps(doc) for doc in docs)
+
+
+def _matches(labels: dict[str, str], selector: Doc) -> bool:
+    assert not selector.get("matchExpressions"), "only matchLabels selectors are emulated"
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def aggregate_builtin_roles(cluster: Cluster) -> dict[str, list[Doc]]:
+    """Do what kube-controller-manager's clusterrole-aggregation controller would (it does not run here).
+
+    The selectors come from the real built-in roles, so this only proves our labels match them; the
+    order view, edit, admin follows the built-in chain (view aggregates into edit, edit into admin).
+    Returns the previous rules so the test can put them back.
+    """
+    previous: dict[str, list[Doc]] = {}
+    for role in ("view", "edit", "admin"):
+        everything = json.loads(kubectl(cluster, "get", "clusterroles", "-o", "json").stdout)["items"]
+        target = next(cr for cr in everything if cr["metadata"]["name"] == role)
+        previous[role] = target.get("rules") or []
+        selectors = target["aggregationRule"]["clusterRoleSelectors"]
+        rules: list[Doc] = []
+        for cr in sorted(everything, key=lambda c: c["metadata"]["name"]):
+            labels = cr["metadata"].get("labels") or {}
+            if cr["metadata"]["name"] != role and any(_matches(labels, s) for s in selectors):
+                rules += [r for r in cr.get("rules") or [] if r not in rules]
+        kubectl(cluster, "patch", "clusterrole", role, "--type=merge", "-p", json.dumps({"rules": rules}))
+    return previous
+
+
+def allowed(cluster: Cluster, user: str, groups: list[str], verb: str, group: str, resource: str,
+            namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> bool:
+    """A SubjectAccessReview, as kube-apiserver's authorizer answers it."""
+    attributes = {"verb": verb, "group": group, "resource": resource, "namespace": namespace, "name": name,
+                  "subresource": subresource}
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": user, "groups": groups,
+                       "resourceAttributes": {k: v for k, v in attributes.items() if v}}}
+    out = kubectl(cluster, "create", "-o", "json", "-f", "-", input=json.dumps(review)).stdout
+    return bool(json.loads(out)["status"].get("allowed"))
+
+
+@pytest.fixture(scope="module")
+def applied(control_plane: Cluster, helm: Helm) -> Iterator[list[Doc]]:
+    """Both services rendered (own Tofu group) and applied; the APIServices only as a server dry run."""
+    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}")
+    kubectl(control_plane, "create", "namespace", NS, check=False)
+    apiservices = of_kind(docs, "APIService")
+    rest = [doc for doc in docs if doc["kind"] != "APIService"]
+    kubectl(control_plane, "apply", "--server-side", "--validate=strict", f"--field-manager={FIELD_MANAGER}",
+            "-f", "-", input=manifest(rest))
+    dry = kubectl(control_plane, "apply", "--server-side", "--dry-run=server", "--validate=strict",
+                  f"--field-manager={FIELD_MANAGER}", "-o", "json", "-f", "-", input=manifest(apiservices))
+    answered = json.loads(dry.stdout)
+    answered = answered.get("items", [answered]) if answered.get("kind") == "List" else [answered]
+    assert {a["metadata"]["name"] for a in answered} == {a["metadata"]["name"] for a in apiservices}
+    yield docs
+    # The CRDs stay: the services under test in this session use them.
+    leftovers = [doc for doc in rest if doc["kind"] != "CustomResourceDefinition"]
+    kubectl(control_plane, "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=manifest(leftovers),
+            check=False)
+
+
+def test_rendered_objects_accepted_by_kube_apiserver(control_plane: Cluster, applied: list[Doc]) -> None:
+    for doc in applied:
+        if doc["kind"] == "APIService":
+            # Validated by the dry run only: it must not exist.
+            result = kubectl(control_plane, "get", "apiservice", doc["metadata"]["name"], check=False)
+            assert result.returncode != 0
+            continue
+        ns = doc["metadata"].get("namespace")
+        args = ["get", f"{doc['kind'].lower()}.{doc['apiVersion'].split('/')[0]}"
+                if "/" in doc["apiVersion"] else doc["kind"].lower(), doc["metadata"]["name"], "-o", "json"]
+        live = json.loads(kubectl(control_plane, *args, *(["-n", ns] if ns else [])).stdout)
+        assert live["metadata"]["labels"]["app.kubernetes.io/part-of"] == "cozystack-agl"
+    kinds = {doc["kind"] for doc in applied}
+    assert kinds >= {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "RoleBinding",
+                     "ServiceAccount", "Secret", "Service", "Deployment", "APIService"}
+    # Server defaulting kept the hardening as rendered.
+    live = json.loads(kubectl(control_plane, "get", "deployment", HELM_SVC, "-n", NS, "-o", "json").stdout)
+    sc = live["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["capabilities"]["drop"] == ["ALL"]
+
+
+def test_apiservice_dry_run_rejects_what_is_invalid(control_plane: Cluster, applied: list[Doc]) -> None:
+    """The dry run is a real check: the same APIService with an unknown field is refused."""
+    bad = json.loads(json.dumps(next(doc for doc in applied if doc["kind"] == "APIService")))
+    bad["spec"]["bogusField"] = True
+    result = kubectl(control_plane, "apply", "--server-side", "--dry-run=server", "--validate=strict",
+                     f"--field-manager={FIELD_MANAGER}", "-f", "-", input=json.dumps(bad), check=False)
+    assert result.returncode != 0 and "bogusField" in result.stderr
+
+
+def test_generated_certificate_survives_upgrade(control_plane: Cluster, helm: Helm, applied: list[Doc]) -> None:
+    """With the Secret in the cluster, rendering again (as helm upgrade does) reuses it via lookup."""
+    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}",
+                         extra=("--dry-run=server", "--kubeconfig", str(control_plane.kubeconfig)))
+    before, after = index(applied), index(docs)
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, TOFU_GROUP)):
+        assert after[("Secret", f"{svc}-tls")]["data"] == before[("Secret", f"{svc}-tls")]["data"]
+        assert after[("APIService", f"v1alpha1.{group}")]["spec"]["caBundle"] == \
+            before[("Secret", f"{svc}-tls")]["data"]["ca.crt"]
+
+
+def sa(name: str) -> tuple[str, list[str]]:
+    return f"system:serviceaccount:{NS}:{name}", ["system:serviceaccounts", f"system:serviceaccounts:{NS}",
+                                                   "system:authenticated"]
+
+
+@pytest.mark.parametrize(("svc", "backing_group", "backing", "definitions", "other_backing", "group"), [
+    (HELM_SVC, "helm.toolkit.fluxcd.io", "helmreleases", "applicationdefinitions", "terraforms", HELM_GROUP),
+    (TOFU_SVC, "infra.contrib.fluxcd.io", "terraforms", "tofuapplicationdefinitions", "helmreleases", TOFU_GROUP),
+])
+def test_service_account_least_privilege(control_plane: Cluster, applied: list[Doc], svc: str, backing_group: str,
+                                         backing: str, definitions: str, other_backing: str, group: str) -> None:
+    user, groups = sa(svc)
+
+    def can(verb: str, api_group: str, resource: str, **kw: Any) -> bool:
+        return allowed(control_plane, user, groups, verb, api_group, resource, **kw)
+
+    wait_for(lambda: can("get", backing_group, backing, namespace="tenant-x"), f"{svc}'s RBAC to take effect")
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        assert can(verb, backing_group, backing, namespace="tenant-x"), verb
+    assert not can("deletecollection", backing_group, backing, namespace="tenant-x")
+    assert not can("update", backing_group, backing, namespace="tenant-x", subresource="status")
+    other_group = "infra.contrib.fluxcd.io" if other_backing == "terraforms" else "helm.toolkit.fluxcd.io"
+    assert not can("get", other_group, other_backing, namespace="tenant-x")
+    assert can("watch", "cozystack.io", definitions)
+    assert can("patch", "cozystack.io", definitions, name="x", subresource="status")
+    assert not can("update", "cozystack.io", definitions, name="x")
+    assert not can("patch", "cozystack.io", definitions, name="x")
+    assert can("create", "", "events", namespace="tenant-x") and can("patch", "", "events", namespace="tenant-x")
+    assert can("patch", "apiregistration.k8s.io", "apiservices", name=f"v1alpha1.{group}")
+    assert not can("patch", "apiregistration.k8s.io", "apiservices", name="v1.apps")
+    assert not can("delete", "apiregistration.k8s.io", "apiservices", name=f"v1alpha1.{group}")
+    # Delegated authentication/authorization, and the front-proxy settings in kube-system.
+    assert can("create", "authorization.k8s.io", "subjectaccessreviews")
+    assert can("create", "authentication.k8s.io", "tokenreviews")
+    assert can("get", "", "configmaps", namespace="kube-system", name="extension-apiserver-authentication")
+    assert not can("get", "", "secrets", namespace="kube-system")
+    assert not can("get", "", "secrets", namespace="tenant-x")
+    assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
+    assert not can("update", "apiextensions.k8s.io", "customresourcedefinitions", name=f"{definitions}.cozystack.io")
+
+
+def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Cluster, applied: list[Doc]) -> None:
+    tenant_ns, other_ns = "chart-tenant", "chart-other"
+    for ns in (tenant_ns, other_ns):
+        kubectl(control_plane, "create", "namespace", ns, check=False)
+    bindings = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"chart-{who}", "namespace": tenant_ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who}]}
+        for who, role in (("tenant", "edit"), ("viewer", "view"))
+    ]
+    kubectl(control_plane, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-",
+            input=manifest(bindings))
+    previous = aggregate_builtin_roles(control_plane)
+    try:
+        def can(user: str, verb: str, group: str, resource: str, ns: str = tenant_ns) -> bool:
+            return allowed(control_plane, user, ["system:authenticated"], verb, group, resource, namespace=ns)
+
+        wait_for(lambda: can("tenant", "create", HELM_GROUP, "postgreses"), "aggregated edit role to take effect")
+        # The tenant asking for itself (what `kubectl auth can-i` sends; can-i itself needs the kind in
+        # discovery, and no service serves these groups in this test).
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"verb": "create", "group": HELM_GROUP, "resource": "postgreses",
+                                                  "namespace": tenant_ns}}}
+        own = kubectl(control_plane, "create", "--as", "tenant", "--validate=false", "-o", "json", "-f", "-",
+                     input=json.dumps(review))
+        assert json.loads(own.stdout)["status"]["allowed"] is True
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+            assert can("tenant", verb, HELM_GROUP, "postgreses"), verb
+            assert can("tenant", verb, TOFU_GROUP, "vpcs"), verb
+        # The backing objects stay out of reach, and so do other namespaces.
+        for verb in ("get", "create", "patch", "delete"):
+            assert not can("tenant", verb, "helm.toolkit.fluxcd.io", "helmreleases"), verb
+            assert not can("tenant", verb, "infra.contrib.fluxcd.io", "terraforms"), verb
+        no = kubectl(control_plane, "auth", "can-i", "create", "helmreleases.helm.toolkit.fluxcd.io",
+                     "-n", tenant_ns, "--as", "tenant", check=False)
+        assert no.stdout.strip() == "no", no.stdout + no.stderr
+        assert not can("tenant", "create", HELM_GROUP, "postgreses", ns=other_ns)
+        assert not can("tenant", "get", "cozystack.io", "applicationdefinitions", ns="")
+        # view: read only.
+        assert can("viewer", "list", HELM_GROUP, "postgreses") and can("viewer", "watch", TOFU_GROUP, "vpcs")
+        assert not can("viewer", "create", HELM_GROUP, "postgreses")
+        assert not can("viewer", "delete", TOFU_GROUP, "vpcs")
+    finally:
+        for role, rules in previous.items():
+            kubectl(control_plane, "patch", "clusterrole", role, "--type=merge", "-p", json.dumps({"rules": rules}))
+        kubectl(control_plane, "delete", "-f", "-", "--ignore-not-found", input=manifest(bindings), check=False)
+
+
+# ------------------------------------------------- the service itself, under the chart's RBAC
+
+
+def _direct(port: int, method: str, path: str, body: Doc | None, cluster: Cluster) -> tuple[int, Any]:
+    """HTTPS straight to the service as kube-apiserver's front proxy would call it, for user admin."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    proxy = cluster.pki_dir / "front-proxy-client"
+    ctx.load_cert_chain(str(proxy.with_suffix(".crt")), str(proxy.with_suffix(".key")))
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json", "Accept": "application/json",
+                                          "X-Remote-User": "admin", "X-Remote-Group": "system:masters"})
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+            raw = resp.read()
+            is_json = resp.headers.get_content_type() == "application/json"
+            return resp.status, json.loads(raw) if is_json else raw.decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except OSError as exc:
+        return 0, str(exc)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One service run under its chart identity, and what it is asked to do."""
+
+    svc: str
+    module: str
+    args: tuple[str, ...]
+    group: str
+    definition_kind: str
+    definitions: str
+    backing: str
+    definition_spec: Doc
+
+
+_PROBE_SCHEMA = json.dumps({"type": "object", "properties": {"size": {"type": "integer", "default": 1}}})
+_PROBE_APP = {"kind": "ChartProbe", "singular": "chartprobe", "plural": "chartprobes", "openAPISchema": _PROBE_SCHEMA}
+PROBES = [
+    Probe(HELM_SVC, "helm_agl", (), HELM_GROUP, "ApplicationDefinition", "applicationdefinitions",
+          "helmreleases.helm.toolkit.fluxcd.io",
+          {"application": _PROBE_APP,
+           "release": {"prefix": "chartprobe-", "chartRef": {"kind": "OCIRepository", "name": "probe"}}}),
+    Probe(TOFU_SVC, "tofu_agl", ("--group", TOFU_GROUP), TOFU_GROUP, "TofuApplicationDefinition",
+          "tofuapplicationdefinitions",
+          "terraforms.infra.contrib.fluxcd.io",
+          {"application": _PROBE_APP, "release": {"prefix": "chartprobe-"},
+           "terraform": {"sourceRef": {"kind": "GitRepository", "name": "probe"}, "path": "./"}}),
+]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=lambda p: p.module)
+def test_service_works_with_only_the_chart_rbac(control_plane: Cluster, applied: list[Doc], probe: Probe) -> None:
+    """The service running as the chart's ServiceAccount (a client certificate with its user name
+    and groups) starts, accepts a definition, serves its kind, writes its backing object and an
+    Event, and never meets a 403: the RBAC is sufficient as well as minimal.  Requests go straight
+    to its port as the front proxy would send them (no APIService is registered)."""
+    if importlib.util.find_spec(f"{probe.module}.__main__") is None:
+        pytest.skip(f"{probe.module} has no entry point yet")
+    user, groups = sa(probe.svc)
+    kubeconfig = control_plane.user_kubeconfig(user, tuple(groups[:2]))
+    _, serving = aggregation.serving_cert(control_plane, probe.svc, NS)
+    port = free_port()
+    log_file = control_plane.logs_dir / f"chart-rbac-{probe.svc}.log"
+    ns, name = f"chart-rbac-{probe.module.replace('_', '-')}", f"chart-probe-{probe.module.replace('_', '-')}"
+    definition = {"apiVersion": "cozystack.io/v1alpha1", "kind": probe.definition_kind, "metadata": {"name": name},
+                  "spec": probe.definition_spec}
+    kubectl(control_plane, "create", "namespace", ns, check=False)
+    with log_file.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", probe.module, "--kubeconfig", str(kubeconfig),
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                                 "--tls-cert-file", str(serving.cert), "--tls-private-key-file", str(serving.key),
+                                 *probe.args],
+                                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        wait_for(lambda: _direct(port, "GET", "/readyz", None, control_plane)[0] == 200, "service ready", 60)
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition))
+        base = f"/apis/{probe.group}/v1alpha1/namespaces/{ns}/chartprobes"
+        wait_for(lambda: _direct(port, "GET", base, None, control_plane)[0] == 200, "ChartProbe served", 60)
+        app = {"apiVersion": f"{probe.group}/v1alpha1", "kind": "ChartProbe",
+               "metadata": {"name": "one", "namespace": ns}, "spec": {}}
+        code, body = _direct(port, "POST", base, app, control_plane)
+        assert code == 201, body
+        backing = json.loads(kubectl(control_plane, "get", probe.backing, "chartprobe-one", "-n", ns,
+                                     "-o", "json").stdout)
+        assert backing["metadata"]["name"] == "chartprobe-one"
+        code, body = _direct(port, "DELETE", f"{base}/one", None, control_plane)
+        assert code in (200, 202), body
+        accepted = wait_for(lambda: next((c for c in json.loads(kubectl(
+            control_plane, "get", probe.definitions, name, "-o", "json").stdout).get(
+            "status", {}).get("conditions", []) if c["type"] == "Accepted"), None), "definition status written")
+        assert accepted["status"] == "True", accepted
+        wait_for(lambda: "chartprobe" in kubectl(control_plane, "get", "events", "-n", ns, "-o", "json").stdout.lower(),
+                 "an Event about the ChartProbe")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        kubectl(control_plane, "delete", probe.definitions, name, "--ignore-not-found", check=False)
+    log = log_file.read_text(errors="replace")
+    assert "forbidden" not in log.lower(), log[-3000:]
