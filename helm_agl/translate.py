@@ -23,11 +23,10 @@ Decisions worth knowing (each is documented on the function that makes it):
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from shared import errors
+from shared import errors, selectors
 from shared.durations import go_duration
 from shared.errors import Cause
 from shared.names import dns1035_label_error
@@ -168,34 +167,6 @@ def _timeouts(defn: HelmDefinitionView) -> tuple[str, str]:
 
 # -------------------------------------------------------------------------------- validation
 
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_VALUE_RULE = (
-    "a valid label value must be 63 characters or less, empty or consist of alphanumeric characters, "
-    "'-', '_' or '.', starting and ending with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _qualified_name_error(key: str) -> str | None:
-    """Why ``key`` is not a valid label/annotation key, or None."""
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not prefix:
-        return "prefix part must be non-empty"
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        return f"prefix part {prefix!r} must be a lowercase DNS-1123 subdomain of at most 253 characters"
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return f"name part {name!r} must be no more than 63 characters"
-    if not _QUALIFIED_NAME.match(name):
-        return (
-            "name part must consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return None
-
-
 def _metadata_causes(defn: HelmDefinitionView, meta: Mapping[str, Any], check_name: bool) -> list[Cause]:
     causes: list[Cause] = []
     name = meta.get("name")
@@ -224,7 +195,7 @@ def _metadata_causes(defn: HelmDefinitionView, meta: Mapping[str, Any], check_na
         for key, value in entries.items():
             # The user's key is stored behind LABEL_PREFIX, so it is the *translated* key that
             # must be valid; checking here names the key the user wrote, not the translated one.
-            why = _qualified_name_error(translate_user_selector_key(str(key)))
+            why = selectors.label_key_error(translate_user_selector_key(str(key)))
             if why is not None:
                 stored = translate_user_selector_key(str(key))
                 causes.append(
@@ -236,8 +207,8 @@ def _metadata_causes(defn: HelmDefinitionView, meta: Mapping[str, Any], check_na
                         path, f'Invalid value: "{key}": value must be a string', "FieldValueTypeInvalid"
                     )
                 )
-            elif check_values and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-                causes.append(errors.field_cause(path, f'Invalid value: "{value}": {_LABEL_VALUE_RULE}'))
+            elif check_values and (value_error := selectors.label_value_error(value)) is not None:
+                causes.append(errors.field_cause(path, f"Invalid value: {value_error}"))
     return causes
 
 

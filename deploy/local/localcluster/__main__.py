@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
             build.ensure_helm()
         elif args.command == "up":
             cluster.up()
-            build.link_helm_if_built()
+            build.ensure_helm()
             crds.install(cluster)
             if not args.no_services:
                 from . import services

@@ -230,15 +230,6 @@ def ensure_helm() -> Path:
     return helm
 
 
-def link_helm_if_built() -> Path | None:
-    """Point ``current/helm`` at the pinned helm if ``build`` made it; ``up`` never waits for a helm build."""
-    helm = helm_target().binary
-    if not helm.exists():
-        return None
-    _link_helm(helm)
-    return helm
-
-
 def kubectl_dir() -> Path:
     """The directory to put on PATH: it holds ``kubectl`` (and ``helm`` once built)."""
     return paths.bin_dir() / "current"
