@@ -182,7 +182,8 @@ class Demo:
         self.out.say(f"AwaitingApproval: {awaiting.get('message', '(none)')}")
         wrong = self.cluster.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE,
                                      "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3", check=False)
-        self.out.block("kubectl annotate s3bucket assets tofu.apps.cozystack.io/approve-plan=plan-main-b8e3",
+        self.out.block(f"kubectl annotate s3bucket assets -n {NAMESPACE} "
+                       "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3",
                        wrong.stderr or wrong.stdout)
         self.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE, "--overwrite",
                      "tofu.apps.cozystack.io/approve-plan=plan-main-b8e362c206", show=True)
