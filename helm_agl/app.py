@@ -33,7 +33,8 @@ def wiring(args: argparse.Namespace) -> Build:
             await ctx.discovery_changed(translate.GROUP, translate.VERSION)
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
-        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events)
-        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close)
+        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)
+        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close,
+                      tasks=[reconciler.lead])
 
     return build

@@ -15,14 +15,14 @@ import socket
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kopf
 from kubernetes_asyncio import client as kclient
 
-from shared import authn, authz, kube, tls
+from shared import authn, authz, kube, leader, tls
 from shared.apiserver import ApiServer
 from shared.errors import ApiError
 from shared.events import EventRecorder
@@ -44,6 +44,12 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-cert-file", help="serving certificate (PEM); generated self-signed when omitted")
     parser.add_argument("--tls-private-key-file", help="serving key (PEM)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default %(default)s)")
+    parser.add_argument("--leader-elect", action="store_true",
+                        help="only the holder of a Lease writes (status, Events, rollouts); every replica serves")
+    parser.add_argument("--leader-elect-namespace", default=None,
+                        help="namespace of the Lease (default: the pod's namespace, else 'default')")
+    parser.add_argument("--leader-elect-lease-name", default=None,
+                        help="name of the Lease (default: <component>-reconciler)")
 
 
 @dataclass
@@ -54,6 +60,8 @@ class Context:
     server: ApiServer
     events: EventRecorder
     component: str
+    #: Whether this replica may write; always the leader when ``--leader-elect`` is off.
+    leader: leader.Leadership = field(default_factory=leader.AlwaysLeader)
 
     async def discovery_changed(self, group: str, version: str) -> None:
         """Tell kube-apiserver that the kinds of ``group/version`` changed.
@@ -76,6 +84,8 @@ class Wiring:
 
     operator: kopf.OperatorRegistry
     close: Callable[[], Awaitable[None]]
+    #: Long-running coroutines started next to the operator and cancelled on shutdown.
+    tasks: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def _serving_files(args: argparse.Namespace, component: str) -> tuple[str, str]:
@@ -86,6 +96,26 @@ def _serving_files(args: argparse.Namespace, component: str) -> tuple[str, str]:
                                    common_name=component)
     log.warning("no serving certificate given: generated a self-signed one", extra={"dir": str(directory)})
     return str(files.cert_file), str(files.key_file)
+
+
+def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str) -> leader.LeaderElector | None:
+    if not getattr(args, "leader_elect", False):
+        return None
+    namespace = args.leader_elect_namespace or leader.default_namespace()
+    name = args.leader_elect_lease_name or f"{component}-reconciler"
+    identity = leader.default_identity()
+    log.info("leader election on", extra={"lease": f"{namespace}/{name}", "identity": identity})
+    return leader.LeaderElector(api, namespace, name, identity)
+
+
+async def _logged(task: Callable[[], Awaitable[None]]) -> None:
+    """Run a background coroutine; a crash is logged (the service keeps serving) instead of lost."""
+    try:
+        await task()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("background task failed", extra={"task": getattr(task, "__qualname__", repr(task))})
 
 
 async def run(args: argparse.Namespace, component: str, build: Callable[[Context], Awaitable[Wiring]]) -> None:
@@ -100,7 +130,11 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         title=component,
     )
     events = EventRecorder(api, component, socket.gethostname())
-    wiring = await build(Context(api=api, server=server, events=events, component=component))
+    elector = _elector(args, api, component)
+    ctx = Context(api=api, server=server, events=events, component=component)
+    if elector is not None:
+        ctx.leader = elector
+    wiring = await build(ctx)
     cert, key = _serving_files(args, component)
     runner = await server.serve(args.bind_address, args.secure_port,
                                 tls.server_context(cert, key, request_header.tls_client_cas()))
@@ -108,10 +142,18 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    background = [asyncio.create_task(_logged(task)) for task in wiring.tasks]
+    if elector is not None:
+        background.append(asyncio.create_task(_logged(elector.run)))
     try:
         await run_operator(wiring.operator, stop, operator_ready)
     finally:
         log.info("shutting down")
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if elector is not None:
+            await elector.release()
         await runner.cleanup()
         await wiring.close()
         await api.close()

@@ -51,7 +51,8 @@ def wiring(args: argparse.Namespace) -> Build:
             await ctx.discovery_changed(group, translate.VERSION)
 
         registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
-        reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events)
-        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close)
+        reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader)
+        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close,
+                      tasks=[reconciler.lead])
 
     return build

@@ -24,6 +24,7 @@ from shared.acceptance import Verdict, condition, set_condition
 from shared.errors import ApiError
 from shared.events import EventRecorder
 from shared.kube import GVR, ObjectClient
+from shared.leader import AlwaysLeader, Leadership
 
 from . import translate
 from .definition import TofuApplicationDefinition
@@ -63,8 +64,10 @@ class DefinitionReconciler:
     """Keeps the registry, the definitions' status and existing Terraforms in line."""
 
     def __init__(self, registry: KindRegistry, definitions: ObjectClient, terraforms: ObjectClient,
-                 events: EventRecorder) -> None:
+                 events: EventRecorder, leader: Leadership | None = None) -> None:
         self.registry = registry
+        #: Only the leader writes (status, definition Events, rollouts); every replica keeps the registry.
+        self.leader: Leadership = leader if leader is not None else AlwaysLeader()
         self._definitions = definitions
         self._terraforms = terraforms
         self._events = events
@@ -89,13 +92,41 @@ class DefinitionReconciler:
                 self.registry.upsert(body)
             except ValueError as exc:
                 self.registry.remove(name)
-                await self._events.record(body, "Warning", "Malformed", f"definition cannot be parsed: {exc}")
+                if self.leader.is_leader:
+                    await self._events.record(body, "Warning", "Malformed",
+                                              f"definition cannot be parsed: {exc}")
                 await self._sync()
                 return
             await self._sync()
 
+    async def resync(self) -> None:
+        """Redo the writes for the current definitions: status, and a rollout of each accepted one.
+
+        Run when this replica becomes the leader. The rollout memo only holds what this replica
+        rolled out during its current term (it is emptied whenever it is not the leader), so every
+        accepted definition is rolled out again; rollouts are idempotent, so one that already
+        happened under the previous leader only re-checks the objects.
+        """
+        async with self._lock:
+            await self._sync()
+
+    async def lead(self) -> None:
+        """Forever: on each election, resync; then wait until leadership is lost (and maybe regained)."""
+        while True:
+            await self.leader.wait_elected()
+            log.info("leading: re-running writes for every definition",
+                     extra={"definitions": len(self.registry.definitions)})
+            await self.resync()
+            await self.leader.wait_deposed()
+            async with self._lock:
+                self._rolled_out.clear()
+
     async def _sync(self) -> None:
         verdicts = await self.registry.sync()
+        if not self.leader.is_leader:
+            # Another replica writes now; what this one rolled out before says nothing about later.
+            self._rolled_out.clear()
+            return
         for name, verdict in verdicts.items():
             defn = self.registry.definitions[name]
             await self._write_status(defn, verdict)

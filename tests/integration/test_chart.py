@@ -154,9 +154,11 @@ def test_both_services_by_default(helm: Helm) -> None:
                                           TOFU_SVC, f"{TOFU_SVC}:edit", f"{TOFU_SVC}:view"}
     assert names(docs, "ClusterRoleBinding") == {HELM_SVC, f"{HELM_SVC}:auth-delegator",
                                                  TOFU_SVC, f"{TOFU_SVC}:auth-delegator"}
-    assert names(docs, "RoleBinding") == {f"{NS}:{HELM_SVC}:auth-reader", f"{NS}:{TOFU_SVC}:auth-reader"}
+    assert names(docs, "RoleBinding") == {f"{NS}:{HELM_SVC}:auth-reader", f"{NS}:{TOFU_SVC}:auth-reader",
+                                          f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
+    assert names(docs, "Role") == {f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
     for doc in docs:
-        namespaced = doc["kind"] in {"Deployment", "Service", "ServiceAccount", "Secret"}
+        namespaced = doc["kind"] in {"Deployment", "Service", "ServiceAccount", "Secret", "Role"}
         if namespaced:
             assert doc["metadata"]["namespace"] == NS, doc["metadata"]
     assert not of_kind(docs, "Issuer") and not of_kind(docs, "Certificate")
@@ -275,6 +277,9 @@ def test_deployments_are_hardened(helm: Helm) -> None:
         assert c["command"] == ["python", "-m", module]
         assert c["args"][:3] == ["--secure-port=8443", "--tls-cert-file=/tls/tls.crt",
                                  "--tls-private-key-file=/tls/tls.key"]
+        # Leader election is always on: only one replica writes, whatever the replica count.
+        assert c["args"][4:7] == ["--leader-elect", f"--leader-elect-namespace={NS}",
+                                  f"--leader-elect-lease-name={svc}-reconciler"]
         sc = c["securityContext"]
         assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
         assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
@@ -307,6 +312,18 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
         assert reader["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                      "name": "extension-apiserver-authentication-reader"}
         assert reader["subjects"] == subject
+        election = objs[("Role", f"{svc}:leader-election")]
+        assert election["metadata"]["namespace"] == NS
+        assert election["rules"] == [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [f"{svc}-reconciler"], "verbs": ["get", "update"]},
+        ]
+        election_binding = objs[("RoleBinding", f"{svc}:leader-election")]
+        assert election_binding["metadata"]["namespace"] == NS
+        assert election_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                               "name": f"{svc}:leader-election"}
+        assert election_binding["subjects"] == subject
         edit, view = objs[("ClusterRole", f"{svc}:edit")], objs[("ClusterRole", f"{svc}:view")]
         assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
         assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
@@ -483,6 +500,13 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert not can("get", "", "secrets", namespace="kube-system")
     assert not can("get", "", "secrets", namespace="tenant-x")
     assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
+    # Leader election: its own Lease in the release namespace, nothing else.
+    assert can("create", "coordination.k8s.io", "leases", namespace=NS)
+    for verb in ("get", "update"):
+        assert can(verb, "coordination.k8s.io", "leases", namespace=NS, name=f"{svc}-reconciler"), verb
+    assert not can("update", "coordination.k8s.io", "leases", namespace=NS, name="kube-controller-manager")
+    assert not can("get", "coordination.k8s.io", "leases", namespace="kube-system", name=f"{svc}-reconciler")
+    assert not can("delete", "coordination.k8s.io", "leases", namespace=NS, name=f"{svc}-reconciler")
     assert not can("update", "apiextensions.k8s.io", "customresourcedefinitions", name=f"{definitions}.cozystack.io")
 
 
