@@ -39,6 +39,7 @@ def kubeconfig(control_plane: Cluster) -> str:
 # ------------------------------------------------------------------------------------ services
 import json  # noqa: E402
 import ssl  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
@@ -88,6 +89,17 @@ def api(control_plane: Cluster) -> Api:
 def load_fixture(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((FIXTURES / "definitions" / name).read_text())
     return loaded
+
+
+def kubectl(cluster: Cluster, *args: str, input: str | None = None, check: bool = True,
+            kubeconfig: Any = None) -> subprocess.CompletedProcess[str]:
+    """The built kubectl against ``cluster`` (admin unless another kubeconfig is given)."""
+    return cluster.kubectl(*args, input=input, check=check, kubeconfig=kubeconfig)
+
+
+def get_json(cluster: Cluster, *args: str) -> Any:
+    """``kubectl get ARGS -o json``, parsed."""
+    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
 
 
 def wait_for(check: Any, what: str, timeout: float = 30, interval: float = 0.25) -> Any:

@@ -14,20 +14,13 @@ import yaml
 from localcluster import build, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, load_fixture, wait_for
+from tests.integration.conftest import Api, get_json, kubectl, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
 NS = "tenant-a"
 HR = "helmreleases.helm.toolkit.fluxcd.io"
 
 
-def kubectl(cluster: Cluster, *args: str, input: str | None = None, check: bool = True,
-            kubeconfig: Any = None) -> subprocess.CompletedProcess[str]:
-    return cluster.kubectl(*args, input=input, check=check, kubeconfig=kubeconfig)
-
-
-def get_json(cluster: Cluster, *args: str) -> Any:
-    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
 
 
 def hr(cluster: Cluster, name: str, ns: str = NS) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import pytest
 from localcluster import aggregation, services
 from localcluster.cluster import Cluster, free_port
 
-from tests.integration.conftest import load_fixture, wait_for
+from tests.integration.conftest import get_json, kubectl, load_fixture, wait_for
 
 NS = "tenant-leader"
 LEASE_NS = services.NAMESPACE
@@ -29,13 +29,6 @@ HR = "helmreleases.helm.toolkit.fluxcd.io"
 ELECTION = ("--leader-elect", "--leader-elect-namespace", LEASE_NS)
 
 
-def kubectl(cluster: Cluster, *args: str, input: str | None = None, check: bool = True
-            ) -> subprocess.CompletedProcess[str]:
-    return cluster.kubectl(*args, input=input, check=check)
-
-
-def get_json(cluster: Cluster, *args: str) -> Any:
-    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
 
 
 def ready(port: int) -> bool:
@@ -44,7 +37,7 @@ def ready(port: int) -> bool:
     ctx.verify_mode = ssl.CERT_NONE
     try:
         with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", timeout=2, context=ctx) as resp:
-            return resp.status == 200
+            return bool(resp.status == 200)
     except OSError:
         return False
 

@@ -22,7 +22,7 @@ import yaml
 from localcluster import aggregation, build, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, load_fixture, wait_for
+from tests.integration.conftest import Api, get_json, kubectl, load_fixture, wait_for
 
 GROUP = "tofu.apps.cozystack.io"
 V = f"{GROUP}/v1alpha1"
@@ -39,13 +39,6 @@ USER = "apps.cozystack.io-"
 # ------------------------------------------------------------------------------------ helpers
 
 
-def kubectl(cluster: Cluster, *args: str, input: str | None = None, check: bool = True,
-            kubeconfig: Any = None) -> subprocess.CompletedProcess[str]:
-    return cluster.kubectl(*args, input=input, check=check, kubeconfig=kubeconfig)
-
-
-def get_json(cluster: Cluster, *args: str) -> Any:
-    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
 
 
 def tf(cluster: Cluster, name: str, ns: str = NS) -> dict[str, Any]:
