@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 
 from shared import errors
 from shared.errors import ApiError
+from shared.jsondata import clone
 from shared.kube import ObjectClient
 
 JSON = dict[str, Any]
@@ -51,15 +52,6 @@ class _Record(NamedTuple):
     rv: int
     type: str
     obj: JSON
-
-
-def clone(value: Any) -> Any:
-    """Deep copy of JSON data; several times faster than ``copy.deepcopy`` (no memo)."""
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) for v in value]
-    return value
 
 
 def _meta(obj: JSON) -> JSON:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from shared.jsondata import clone
+
 RESERVED: frozenset[str] = frozenset(
     {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
 )
@@ -117,17 +119,17 @@ def rename_keys(schema: dict[str, Any], value: Any, naming: str, *, reverse: boo
     value; ``value`` is not modified.
     """
     if naming == VERBATIM:
-        return _copy(value)
+        return clone(value)
     return _rename(schema, value, naming, reverse)
 
 
 def _rename(schema: Any, value: Any, naming: str, reverse: bool) -> Any:
     if not isinstance(schema, dict):
-        return _copy(value)
+        return clone(value)
     if isinstance(value, dict):
         props = schema.get("properties")
         if not isinstance(props, dict):
-            return _copy(value)
+            return clone(value)
         mapping = (
             {variable_name(k, naming): k for k in props}
             if reverse
@@ -137,7 +139,7 @@ def _rename(schema: Any, value: Any, naming: str, reverse: bool) -> Any:
         for key, val in value.items():
             target = mapping.get(key)
             if target is None:
-                out[key] = _copy(val)
+                out[key] = clone(val)
                 continue
             declared = key if not reverse else target
             out[target] = _rename(props[declared], val, naming, reverse)
@@ -145,12 +147,4 @@ def _rename(schema: Any, value: Any, naming: str, reverse: bool) -> Any:
     if isinstance(value, list):
         items = schema.get("items")
         return [_rename(items, v, naming, reverse) for v in value]
-    return value
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
     return value

@@ -65,7 +65,7 @@ def test_definitions_accepted(helm: Cluster) -> None:
 
 def test_create_emits_helmrelease_exactly(helm: Cluster) -> None:
     kubectl(helm, "apply", "-f", "-", input=app_manifest(
-        "Postgres", "orders", {"replicas": 3, "_internal": None} if False else {"replicas": 3},
+        "Postgres", "orders", {"replicas": 3},
         labels={"team": "payments"}, annotations={"note": "x"}))
     release = hr(helm, "postgres-orders")
     meta, spec = release["metadata"], release["spec"]
