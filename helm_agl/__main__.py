@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared import runtime
+from shared.service import runtime
 
 from .app import COMPONENT, wiring
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from shared.kube import GVR, ObjectClient
-from shared.rest import ResourceInfo
-from shared.runtime import Build, Context, Wiring, login
+from shared.api.rest import ResourceInfo
+from shared.client.kube import GVR, ObjectClient
+from shared.service.runtime import Build, Context, Wiring, login
 
 from . import translate
 from .definition import ApplicationDefinition
@@ -19,7 +19,7 @@ HELMRELEASES = GVR(*translate.HR_GVR)
 
 
 def wiring(args: argparse.Namespace) -> Build:
-    """The build callback :func:`shared.runtime.run` calls once the shared context exists."""
+    """The build callback :func:`shared.service.runtime.run` calls once the shared context exists."""
 
     async def build(ctx: Context) -> Wiring:
         releases = ObjectClient(ctx.api, HELMRELEASES, field_manager=COMPONENT)

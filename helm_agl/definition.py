@@ -17,9 +17,9 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
-from shared.names import dns1035_label_error
-from shared.schema import parse_schema
+from shared.api.names import dns1035_label_error
+from shared.schema.validation import parse_schema
+from shared.service.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
 
 API_VERSION = "cozystack.io/v1alpha1"
 KIND = "ApplicationDefinition"

@@ -1,7 +1,7 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
 Reads (get, list) go to kube-apiserver so they are as consistent as the backing object itself;
-watches are served from one :class:`shared.informer.Informer` per kind, so any number of
+watches are served from one :class:`shared.client.informer.Informer` per kind, so any number of
 ``kubectl get -w`` share one upstream watch and survive a kube-apiserver restart.  Every write
 is checked here first (name, spec shape, schema) so a bad request never reaches the HelmRelease.
 """
@@ -13,12 +13,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared import errors, selectors
-from shared.errors import ApiError
-from shared.events import EventRecorder
-from shared.informer import Informer
-from shared.kube import ObjectClient
-from shared.rest import JSON, ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.api import errors, selectors
+from shared.api.errors import ApiError
+from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.bodies import JSON
+from shared.client.events import EventRecorder
+from shared.client.informer import Informer
+from shared.client.kube import ObjectClient
 
 from . import translate
 from .definition import ApplicationDefinition
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 
 class ApplicationStorage:
-    """:class:`shared.rest.Storage` for the kind one ApplicationDefinition publishes."""
+    """:class:`shared.api.rest.Storage` for the kind one ApplicationDefinition publishes."""
 
     def __init__(
         self,

@@ -26,14 +26,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from shared import errors, selectors
-from shared.durations import go_duration
-from shared.errors import Cause
-from shared.names import dns1035_label_error
-from shared.rest import Column
-from shared.schema import apply_defaults, validate
-
-JSON = dict[str, Any]
+from shared.api import errors, selectors
+from shared.api.durations import go_duration
+from shared.api.errors import Cause
+from shared.api.names import dns1035_label_error
+from shared.api.rest import Column
+from shared.bodies import JSON
+from shared.schema.validation import apply_defaults, validate
 
 GROUP = "apps.cozystack.io"
 VERSION = "v1alpha1"

@@ -3,5 +3,5 @@
 Plays the role ``k8s.io/apiserver`` plays for Go servers: TLS, delegated authentication and
 authorization, discovery, OpenAPI, Table rendering, list/watch semantics, patch handling,
 ``Status`` errors, Events and kube client helpers.  Nothing here knows Helm, Terraform or
-definitions: each service plugs its kinds in through :class:`shared.rest.Storage`.
+definitions: each service plugs its kinds in through :class:`shared.api.rest.Storage`.
 """

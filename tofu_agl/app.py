@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from shared.kube import GVR, ObjectClient
-from shared.names import dns1123_subdomain_error
-from shared.rest import ResourceInfo
-from shared.runtime import Build, Context, Wiring, login
+from shared.api.names import dns1123_subdomain_error
+from shared.api.rest import ResourceInfo
+from shared.client.kube import GVR, ObjectClient
+from shared.service.runtime import Build, Context, Wiring, login
 
 from . import translate
 from .definition import TofuApplicationDefinition
@@ -36,7 +36,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def wiring(args: argparse.Namespace) -> Build:
-    """The build callback :func:`shared.runtime.run` calls once the shared context exists."""
+    """The build callback :func:`shared.service.runtime.run` calls once the shared context exists."""
     group: str = args.group
 
     async def build(ctx: Context) -> Wiring:

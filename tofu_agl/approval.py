@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import errors
+from shared.api import errors
+from shared.bodies import JSON
 from tofu_agl.status import pending_plan
 from tofu_agl.translate import (
     APPROVE_ANNOTATION,
@@ -26,8 +27,6 @@ from tofu_agl.translate import (
     LABEL_NAME,
     USER_PREFIX,
 )
-
-JSON = dict[str, Any]
 
 FIELD = f"metadata.annotations[{APPROVE_ANNOTATION}]"
 

@@ -46,9 +46,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from shared.bodies import JSON
 from tofu_agl.definition import API_VERSION, KIND, TofuApplicationDefinition
-
-JSON = dict[str, Any]
 
 DRAFT2_API_VERSION = "cozystack.io/v1alpha1"
 DRAFT2_KIND = "ApplicationDefinition"

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import kopf
 
-from shared.acceptance import Verdict, condition, set_condition
-from shared.errors import ApiError
-from shared.events import EventRecorder
-from shared.kube import GVR, ObjectClient
-from shared.leader import AlwaysLeader, Leadership
+from shared.api.errors import ApiError
+from shared.client.events import EventRecorder
+from shared.client.kube import GVR, ObjectClient
+from shared.client.leader import AlwaysLeader, Leadership
+from shared.service.acceptance import Verdict, condition, set_condition
 
 from . import translate
 from .definition import TofuApplicationDefinition

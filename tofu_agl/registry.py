@@ -1,7 +1,7 @@
 """The live set of Tofu-backed kinds: which definitions are accepted and which kinds are served.
 
 Acceptance of one definition depends on the others (kind names must not collide), so every
-change re-decides all of them; the served set in :class:`shared.apiserver.ApiServer` is then
+change re-decides all of them; the served set in :class:`shared.server.apiserver.ApiServer` is then
 brought in line, which is what makes kinds appear and disappear without a restart.  Shaped like
 helm_agl's registry on purpose; the differences are the configurable group and the status
 schema (plan, outputs, phase).
@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.acceptance import Verdict
-from shared.rest import JSON, ResourceInfo, Storage
-from shared.schema import structural
+from shared.api.rest import ResourceInfo, Storage
+from shared.bodies import JSON
+from shared.schema.structural import structural
+from shared.service.acceptance import Verdict
 
 from . import status, translate
 from .definition import TofuApplicationDefinition, acceptance

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.rest import Column
-
-JSON = dict[str, Any]
+from shared.api.rest import Column
+from shared.bodies import JSON
 
 #: Phases shown in the STATUS column, in the order they are decided by :func:`phase`.
 READY = "Ready"

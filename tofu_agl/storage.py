@@ -3,7 +3,7 @@
 Shaped like helm_agl's storage on purpose (Draft 1 keeps the two stacks side by side so Draft 2
 can extract the common interface from real code).  Reads (get, list) go to kube-apiserver so they
 are as consistent as the backing object itself; watches are served from one
-:class:`shared.informer.Informer` per kind.  Every write is checked here first (name, spec shape,
+:class:`shared.client.informer.Informer` per kind.  Every write is checked here first (name, spec shape,
 schema, variable names, the command annotations) so a bad request never reaches the Terraform.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
@@ -19,12 +19,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared import errors, selectors
-from shared.errors import ApiError
-from shared.events import EventRecorder
-from shared.informer import Informer
-from shared.kube import ObjectClient
-from shared.rest import JSON, ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.api import errors, selectors
+from shared.api.errors import ApiError
+from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.bodies import JSON
+from shared.client.events import EventRecorder
+from shared.client.informer import Informer
+from shared.client.kube import ObjectClient
 
 from . import approval, status, translate
 from .definition import TofuApplicationDefinition
@@ -50,7 +51,7 @@ def user_label_key(key: str) -> str:
 
 
 class ApplicationStorage:
-    """:class:`shared.rest.Storage` for the kind one TofuApplicationDefinition publishes."""
+    """:class:`shared.api.rest.Storage` for the kind one TofuApplicationDefinition publishes."""
 
     def __init__(
         self,

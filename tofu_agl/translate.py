@@ -28,14 +28,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from shared import errors
-from shared.errors import Cause
-from shared.names import dns1035_label_error, dns1123_subdomain_error
-from shared.schema import apply_defaults, validate
+from shared.api import errors
+from shared.api.errors import Cause
+from shared.api.names import dns1035_label_error, dns1123_subdomain_error
+from shared.bodies import JSON
+from shared.schema.validation import apply_defaults, validate
 from tofu_agl import variables
 from tofu_agl.status import pending_plan, project_status
-
-JSON = dict[str, Any]
 
 DEFAULT_GROUP = "tofu.apps.cozystack.io"
 VERSION = "v1alpha1"

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from shared.jsondata import clone
+from shared.bodies import clone
 
 RESERVED: frozenset[str] = frozenset(
     {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}

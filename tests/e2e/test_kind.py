@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from localcluster import build, versions
 
+from shared.bodies import JSON
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +48,6 @@ TENANT = "e2e-tenant"
 TOFU_GROUP = "tofu.apps.cozystack.io"
 READY_TIMEOUT = 600.0
 
-JSON = dict[str, Any]
 
 
 # ------------------------------------------------------------------------------- environment

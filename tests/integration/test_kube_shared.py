@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client as kclient
 
-from shared.errors import ApiError
-from shared.events import EventRecorder
-from shared.informer import Informer
-from shared.kube import GVR, ObjectClient, api_client
+from shared.api.errors import ApiError
+from shared.client.events import EventRecorder
+from shared.client.informer import Informer
+from shared.client.kube import GVR, ObjectClient, api_client
 
 pytestmark = pytest.mark.integration
 

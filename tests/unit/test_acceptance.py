@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from shared.acceptance import (
+from shared.service.acceptance import (
     Claim,
     Verdict,
     arbitrate,

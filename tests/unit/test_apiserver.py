@@ -17,10 +17,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from shared import errors, selectors
-from shared.apiserver import ApiServer
-from shared.authz import ResourceAttributes
-from shared.rest import JSON, Column, ListOptions, RequestContext, ResourceInfo, User, WriteOptions
+from shared.api import errors, selectors
+from shared.api.rest import Column, ListOptions, RequestContext, ResourceInfo, User, WriteOptions
+from shared.bodies import JSON
+from shared.security.authz import ResourceAttributes
+from shared.server.apiserver import ApiServer
 
 GROUP, VERSION = "apps.example.io", "v1alpha1"
 BASE = f"/apis/{GROUP}/{VERSION}"
@@ -748,7 +749,7 @@ async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env
 
 async def test_unexpected_exception_is_500_and_logged(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     env.storage.fail_with = RuntimeError("boom")
-    with caplog.at_level(logging.ERROR, logger="shared.apiserver"):
+    with caplog.at_level(logging.ERROR, logger="shared.server.apiserver"):
         body = await status_of(await env.call("GET", f"{BASE}/namespaces/ns/things/a"), 500, "InternalError")
     assert "boom" not in body["message"]
     assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)
@@ -883,8 +884,8 @@ async def test_watch_stops_when_the_client_goes_away(env: Env) -> None:
 async def test_serve_over_tls_with_front_proxy_authentication(tmp_path: Any) -> None:
     import aiohttp
 
-    from shared import tls
-    from shared.authn import FrontProxyAuthenticator, RequestHeaderConfig
+    from shared.security import tls
+    from shared.security.authn import FrontProxyAuthenticator, RequestHeaderConfig
 
     proxy_ca = tls.new_ca("front-proxy-ca")
     config = RequestHeaderConfig(client_ca=proxy_ca.cert_pem.decode(), allowed_names=("front-proxy-client",))

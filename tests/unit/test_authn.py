@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from multidict import CIMultiDict
 
-from shared import errors, tls
-from shared.authn import RequestHeaderConfig, common_name
-from shared.rest import User
+from shared.api import errors
+from shared.api.rest import User
+from shared.security import tls
+from shared.security.authn import RequestHeaderConfig, common_name
 
 CA = tls.new_ca("front-proxy-ca")
 OTHER_CA = tls.new_ca("someone-else")

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from shared import errors, tls
-from shared.authn import RequestHeaderConfig
+from shared.api import errors
+from shared.security import tls
+from shared.security.authn import RequestHeaderConfig
 
 FRONT_PROXY_CA = tls.new_ca("front-proxy-ca")
 CLUSTER_CA = tls.new_ca("cluster-ca")

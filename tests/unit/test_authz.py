@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from shared import errors
-from shared.authz import Authorizer, ResourceAttributes, review_body
-from shared.rest import User
+from shared.api import errors
+from shared.api.rest import User
+from shared.security.authz import Authorizer, ResourceAttributes, review_body
 
 ALICE = User("alice", ("devs",), {"scopes": ("a",)})
 GET = ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "ns", "a")
@@ -85,7 +85,7 @@ async def test_failing_review_refuses_with_503_logs_and_is_not_cached(caplog: py
     review = FakeReview({"get"})
     review.fail = True
     authz = Authorizer(review, clock=Clock())
-    with caplog.at_level(logging.ERROR, logger="shared.authz"), pytest.raises(errors.ApiError) as err:
+    with caplog.at_level(logging.ERROR, logger="shared.security.authz"), pytest.raises(errors.ApiError) as err:
         await authz.authorize(ALICE, GET)  # fail closed, but not as a misleading 403
     assert err.value.code == 503 and err.value.retry_after
     assert "SubjectAccessReview failed" in caplog.text

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared import discovery
-from shared.rest import ResourceInfo
+from shared.api import discovery
+from shared.api.rest import ResourceInfo
 
 
 def info(group: str, version: str, kind: str, **kw: object) -> ResourceInfo:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.durations import go_duration
+from shared.api.durations import go_duration
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as kclient
 
-from shared.events import EventRecorder, involved_ref
+from shared.client.events import EventRecorder, involved_ref
 
 APP = {
     "apiVersion": "apps.cozystack.io/v1alpha1",

@@ -16,9 +16,8 @@ import pytest
 import yaml
 
 from helm_agl import translate as t
-from shared.errors import ApiError
-
-JSON = dict[str, Any]
+from shared.api.errors import ApiError
+from shared.bodies import JSON
 
 # ------------------------------------------------------------------------------------ fixtures
 

@@ -23,12 +23,12 @@ from helm_agl import translate
 from helm_agl.definition import ApplicationDefinition
 from helm_agl.registry import resource_info
 from helm_agl.storage import ApplicationStorage
-from shared import authz
-from shared.apiserver import ApiServer
-from shared.authz import ResourceAttributes
-from shared.events import EventRecorder
-from shared.kube import GVR, ObjectClient
-from shared.rest import User
+from shared.api.rest import User
+from shared.client.events import EventRecorder
+from shared.client.kube import GVR, ObjectClient
+from shared.security import authz
+from shared.security.authz import ResourceAttributes
+from shared.server.apiserver import ApiServer
 from tests.conftest import FIXTURES
 
 BASE = f"/apis/{translate.GROUP}/{translate.VERSION}/namespaces/tenant/redises"

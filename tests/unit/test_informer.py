@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ApiError
-from shared.informer import Informer, Subscription
-
-JSON = dict[str, Any]
+from shared.api.errors import ApiError
+from shared.bodies import JSON
+from shared.client.informer import Informer, Subscription
 
 
 class FakeKube:

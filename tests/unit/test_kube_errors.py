@@ -1,7 +1,7 @@
 """ApiException -> ApiError translation, and the 503 for an unreachable or silent kube-apiserver.
 
 The HTTP-level tests run a tiny aiohttp server on 127.0.0.1 that answers like kube-apiserver does,
-so the real request path of :class:`shared.kube.ObjectClient` is exercised without a cluster.
+so the real request path of :class:`shared.client.kube.ObjectClient` is exercised without a cluster.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from shared.errors import ApiError
-from shared.kube import GVR, ObjectClient, from_api_exception, status_error, to_api_error
+from shared.api.errors import ApiError
+from shared.client.kube import GVR, ObjectClient, from_api_exception, status_error, to_api_error
 
 GVR_APPDEF = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
 GVR_HR = GVR("helm.toolkit.fluxcd.io", "v2", "helmreleases")

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from shared import errors
-from shared.errors import ApiError
-from shared.leader import AlwaysLeader, LeaderElector, default_namespace, format_micro_time, parse_time
+from shared.api import errors
+from shared.api.errors import ApiError
+from shared.client.leader import AlwaysLeader, LeaderElector, default_namespace, format_micro_time, parse_time
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 

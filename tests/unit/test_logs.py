@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from shared.logs import JsonFormatter, setup_logging
+from shared.service.logs import JsonFormatter, setup_logging
 
 
 def test_json_lines_with_extra_fields_and_exception() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.names import dns1035_label_error, dns1123_label_error, dns1123_subdomain_error
+from shared.api.names import dns1035_label_error, dns1123_label_error, dns1123_subdomain_error
 
 
 @pytest.mark.parametrize("name", ["a", "my-db", "abc-123", "x" * 63])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from shared import openapi
-from shared.rest import ResourceInfo
+from shared.api.rest import ResourceInfo
+from shared.schema import openapi
 
 SCHEMA = {
     "type": "object",

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared import errors, patch
-from shared.patch import PatchType
+from shared.api import errors, patch
+from shared.api.patch import PatchType
 
 CURRENT: dict[str, Any] = {
     "apiVersion": "apps.example.io/v1",

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.schema import apply_defaults, parse_schema, schema_error, structural, validate
+from shared.schema.structural import structural
+from shared.schema.validation import apply_defaults, parse_schema, schema_error, validate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 

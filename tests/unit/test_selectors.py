@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared import errors, selectors
-from shared.selectors import Requirement
+from shared.api import errors, selectors
+from shared.api.selectors import Requirement
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared import errors, table
-from shared.rest import Column, ResourceInfo
+from shared.api import errors, table
+from shared.api.rest import Column, ResourceInfo
 
 NOW = datetime.datetime(2025, 1, 10, 12, 0, 0, tzinfo=datetime.UTC)
 

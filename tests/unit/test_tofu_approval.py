@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ApiError
+from shared.api.errors import ApiError
 from tofu_agl.approval import FIELD, check_approval
 from tofu_agl.translate import APPROVE_ANNOTATION, USER_PREFIX
 

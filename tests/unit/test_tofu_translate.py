@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from shared.errors import ApiError
+from shared.api.errors import ApiError
 from tofu_agl import translate as t
 
 GROUP = t.DEFAULT_GROUP

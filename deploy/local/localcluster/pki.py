@@ -13,7 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from shared import tls
+from shared.security import tls
 
 
 @dataclass(frozen=True)

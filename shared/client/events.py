@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from kubernetes_asyncio import client as kclient
 
-from shared.errors import ApiError
-from shared.kube import GVR, ObjectClient, to_api_error
+from shared.api.errors import ApiError
+from shared.bodies import JSON
+from shared.client.kube import GVR, ObjectClient, to_api_error
 
-JSON = dict[str, Any]
 EventType = Literal["Normal", "Warning"]
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shared import patch
-from shared.rest import ResourceInfo
-
-JSON = dict[str, Any]
+from shared.api import patch
+from shared.api.rest import ResourceInfo
+from shared.bodies import JSON
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
 _V3_REF = "#/components/schemas/"

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-JSON = dict[str, Any]
+from shared.bodies import JSON
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class RequestContext:
 class Storage(Protocol):
     """One served resource.  Objects in and out are full Kubernetes objects as JSON dicts.
 
-    Errors are raised as :class:`shared.errors.ApiError`.  The HTTP layer has already checked
+    Errors are raised as :class:`shared.api.errors.ApiError`.  The HTTP layer has already checked
     authorization, the namespace in the URL against the body, apiVersion/kind of the body and the
     body size; storages check everything that needs the kind's own rules.
     """

@@ -2,7 +2,7 @@
 
 Everything a service does to its backing objects goes through :class:`ObjectClient`, so that every
 failure surfaces the same way: kube-apiserver's own ``Status`` (code, reason, message, details)
-is carried through as an :class:`shared.errors.ApiError` -- a 422 from the backing CR's schema
+is carried through as an :class:`shared.api.errors.ApiError` -- a 422 from the backing CR's schema
 reaches our client as a 422 with the same causes, a 409 stays a 409 -- and a kube-apiserver that
 cannot be reached becomes a 503 with ``Retry-After`` instead of a hang.
 
@@ -30,10 +30,9 @@ from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from shared import errors
-from shared.errors import ApiError
-
-JSON = dict[str, Any]
+from shared.api import errors
+from shared.api.errors import ApiError
+from shared.bodies import JSON
 
 log = logging.getLogger(__name__)
 

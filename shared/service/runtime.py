@@ -22,13 +22,14 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client as kclient
 
-from shared import authn, authz, kube, leader, tls
-from shared.apiserver import ApiServer
-from shared.errors import ApiError
-from shared.events import EventRecorder
-from shared.kube import GVR, ObjectClient
-from shared.logs import setup_logging
-from shared.operator import connection_info, run_operator
+from shared.api.errors import ApiError
+from shared.client import kube, leader
+from shared.client.events import EventRecorder
+from shared.client.kube import GVR, ObjectClient
+from shared.security import authn, authz, tls
+from shared.server.apiserver import ApiServer
+from shared.service.logs import setup_logging
+from shared.service.operator import connection_info, run_operator
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared import errors
-from shared.rest import Column, ResourceInfo
+from shared.api import errors
+from shared.api.rest import Column, ResourceInfo
+from shared.bodies import JSON
 
 log = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 
 JSON_MODE = "json"
 TABLE_MODE = "table"

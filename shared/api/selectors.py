@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared import errors
+from shared.api import errors
 
 EQUALS = "="
 NOT_EQUALS = "!="

@@ -22,8 +22,8 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 
-from shared import errors
-from shared.rest import User
+from shared.api import errors
+from shared.api.rest import User
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class RequestHeaderConfig:
 
 
 class FrontProxyAuthenticator:
-    """The authenticator :class:`shared.apiserver.ApiServer` calls for each request.
+    """The authenticator :class:`shared.server.apiserver.ApiServer` calls for each request.
 
     ``config`` may be replaced at any time (e.g. after re-reading the ConfigMap); requests that
     start afterwards use the new one.

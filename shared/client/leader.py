@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from kubernetes_asyncio import client as kclient
 
-from shared.errors import ApiError
-from shared.kube import GVR, ObjectClient
+from shared.api.errors import ApiError
+from shared.client.kube import GVR, ObjectClient
 
 log = logging.getLogger(__name__)
 

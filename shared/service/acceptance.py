@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.schema import parse_schema, schema_error
+from shared.schema.validation import parse_schema, schema_error
 
 ACCEPTED = "Accepted"
 INVALID_SCHEMA = "InvalidSchema"

@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from shared import errors
-from shared.rest import User
+from shared.api import errors
+from shared.api.rest import User
 
 log = logging.getLogger(__name__)
 

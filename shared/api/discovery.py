@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
 
-from shared.rest import ResourceInfo
-
-JSON = dict[str, Any]
+from shared.api.rest import ResourceInfo
+from shared.bodies import JSON
 
 #: Everything our REST handlers serve; sorted, as kube-apiserver lists them.
 VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")

@@ -23,11 +23,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from shared import discovery, errors, openapi, selectors, table
-from shared import patch as patching
-from shared.authz import ResourceAttributes
-from shared.metrics import Metrics
-from shared.rest import JSON, ListOptions, RequestContext, ResourceInfo, Storage, User, WriteOptions
+from shared.api import discovery, errors, selectors, table
+from shared.api import patch as patching
+from shared.api.rest import ListOptions, RequestContext, ResourceInfo, Storage, User, WriteOptions
+from shared.bodies import JSON
+from shared.schema import openapi
+from shared.security.authz import ResourceAttributes
+from shared.service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ Readiness = Callable[[], "bool | Awaitable[bool]"]
 
 
 class AuthorizerLike(Protocol):
-    """What the HTTP layer needs from an authorizer (:class:`shared.authz.Authorizer` is one)."""
+    """What the HTTP layer needs from an authorizer (:class:`shared.security.authz.Authorizer` is one)."""
 
     async def authorize(self, user: User, attrs: ResourceAttributes) -> bool: ...
 

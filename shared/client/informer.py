@@ -31,14 +31,13 @@ import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from shared import errors
-from shared.errors import ApiError
-from shared.jsondata import clone
-from shared.kube import ObjectClient
+from shared.api import errors
+from shared.api.errors import ApiError
+from shared.bodies import JSON, clone
+from shared.client.kube import ObjectClient
 
-JSON = dict[str, Any]
 Key = tuple[str, str]
 ListFn = Callable[[], Awaitable[JSON]]
 WatchFn = Callable[[str], AsyncIterator[JSON]]

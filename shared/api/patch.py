@@ -17,9 +17,8 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from shared import errors
-
-JSON = dict[str, Any]
+from shared.api import errors
+from shared.bodies import JSON
 
 
 class PatchType(StrEnum):
