@@ -1,16 +1,18 @@
-"""Shared test helpers: paths to fixtures and to the reference statuses in ../shared."""
+"""Shared test fixtures: the reference statuses in ../shared, and the control plane for the cluster-backed tiers."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from localcluster import services
+from localcluster.cluster import Cluster
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Sample definitions: the demo applies them and the tests use them as realistic fixtures.
-FIXTURES = ROOT / "deploy" / "samples"
+from tests.kube import ROOT, Api
 
 
 def _reference_dir() -> Path:
@@ -28,3 +30,55 @@ def reference() -> Any:
         return yaml.safe_load((_reference_dir() / f"{stem}.yaml").read_text())
 
     return load
+
+
+# ------------------------------------------------------------------ tiers that need the control plane
+
+#: Test directories whose tests need the local control plane, and the marker each gets.
+CLUSTER_TIERS = ("integration", "contract", "flux")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for tier in CLUSTER_TIERS:
+            if f"tests/{tier}/" in str(item.fspath):
+                item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[Cluster]:
+    """A fresh cluster (named ``pytest`` unless ``AGL_TEST_CLUSTER`` says otherwise) with our CRDs and the
+    real Flux/tofu CRDs installed."""
+    from localcluster import crds
+
+    cluster = Cluster(os.environ.get("AGL_TEST_CLUSTER", "pytest"))
+    cluster.destroy()
+    cluster = Cluster(cluster.name)
+    cluster.up(fresh=True)
+    crds.install(cluster)
+    yield cluster
+    cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: Cluster) -> str:
+    return str(control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def api(control_plane: Cluster) -> Api:
+    return Api(control_plane)
+
+
+@pytest.fixture(scope="session")
+def helm_service(control_plane: Cluster) -> Iterator[services.Running]:
+    running = services.start(control_plane, services.HELM_AGL)
+    yield running
+    services.stop(control_plane, services.HELM_AGL)
+
+
+@pytest.fixture(scope="session")
+def tofu_service(control_plane: Cluster) -> Iterator[services.Running]:
+    running = services.start(control_plane, services.TOFU_AGL)
+    yield running
+    services.stop(control_plane, services.TOFU_AGL)

@@ -32,7 +32,7 @@ import pytest
 from localcluster import build, versions
 
 from shared.bodies import JSON
-from tests.conftest import ROOT
+from tests.kube import ROOT
 
 pytestmark = pytest.mark.e2e
 

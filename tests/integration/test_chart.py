@@ -36,8 +36,7 @@ from cryptography import x509
 from localcluster import aggregation, build
 from localcluster.cluster import Cluster, free_port
 
-from tests.conftest import ROOT
-from tests.integration.conftest import wait_for
+from tests.kube import ROOT, wait_for
 
 CHART = ROOT / "deploy" / "chart"
 RELEASE = "chart"

@@ -16,7 +16,7 @@ import yaml
 from localcluster import aggregation
 from localcluster.cluster import Cluster
 
-from tests.conftest import FIXTURES
+from tests.kube import FIXTURES
 
 HR_CRD = "helmreleases.helm.toolkit.fluxcd.io"
 TF_CRD = "terraforms.infra.contrib.fluxcd.io"

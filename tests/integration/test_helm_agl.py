@@ -14,7 +14,7 @@ import yaml
 from localcluster import build, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, get_json, kubectl, load_fixture, wait_for
+from tests.kube import Api, get_json, kubectl, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
 NS = "tenant-a"

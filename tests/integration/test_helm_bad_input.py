@@ -17,7 +17,7 @@ import pytest
 from localcluster import services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, load_fixture, wait_for
+from tests.kube import Api, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
 VERSION = "v1alpha1"

@@ -22,7 +22,7 @@ import yaml
 from localcluster import pki, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, load_fixture, wait_for
+from tests.kube import Api, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
 VERSION = "v1alpha1"

@@ -20,7 +20,7 @@ import pytest
 from localcluster import aggregation, services
 from localcluster.cluster import Cluster, free_port
 
-from tests.integration.conftest import get_json, kubectl, load_fixture, wait_for
+from tests.kube import get_json, kubectl, load_fixture, wait_for
 
 NS = "tenant-leader"
 LEASE_NS = services.NAMESPACE

@@ -16,7 +16,7 @@ from typing import Any
 from localcluster import services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, load_fixture, wait_for
+from tests.kube import Api, load_fixture, wait_for
 
 NS = "restart"
 GROUP_PATH = "/apis/apps.cozystack.io/v1alpha1"

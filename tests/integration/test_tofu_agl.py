@@ -22,7 +22,7 @@ import yaml
 from localcluster import aggregation, build, services
 from localcluster.cluster import Cluster
 
-from tests.integration.conftest import Api, get_json, kubectl, load_fixture, wait_for
+from tests.kube import Api, get_json, kubectl, load_fixture, wait_for
 
 GROUP = "tofu.apps.cozystack.io"
 V = f"{GROUP}/v1alpha1"

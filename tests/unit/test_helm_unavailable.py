@@ -29,7 +29,7 @@ from shared.client.kube import GVR, ObjectClient
 from shared.security import authz
 from shared.security.authz import ResourceAttributes
 from shared.server.apiserver import ApiServer
-from tests.conftest import FIXTURES
+from tests.kube import FIXTURES
 
 BASE = f"/apis/{translate.GROUP}/{translate.VERSION}/namespaces/tenant/redises"
 #: Every answer must come well within this (the client timeout below is 1 s).

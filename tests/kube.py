@@ -1,54 +1,22 @@
-"""One real control plane (etcd + kube-apiserver, aggregation enabled) per test session."""
+"""Helpers the cluster-backed test tiers share: raw HTTP as a user, kubectl, fixtures, polling."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+import json
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
-import pytest
-from localcluster import crds
+import yaml
 from localcluster.cluster import Cluster
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "status"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/integration" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[Cluster]:
-    """A fresh cluster named ``pytest`` with our CRDs and the real Flux/tofu CRDs installed."""
-    cluster = Cluster(os.environ.get("AGL_TEST_CLUSTER", "pytest"))
-    cluster.destroy()
-    cluster = Cluster(cluster.name)
-    cluster.up(fresh=True)
-    crds.install(cluster)
-    yield cluster
-    cluster.destroy()
-
-
-@pytest.fixture(scope="session")
-def kubeconfig(control_plane: Cluster) -> str:
-    return str(control_plane.kubeconfig)
-
-
-# ------------------------------------------------------------------------------------ services
-import json  # noqa: E402
-import ssl  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
-import urllib.error  # noqa: E402
-import urllib.request  # noqa: E402
-from typing import Any  # noqa: E402
-
-import yaml  # noqa: E402
-from localcluster import services  # noqa: E402
-
-from tests.conftest import FIXTURES  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+#: Sample definitions: the demo applies them and the tests use them as realistic fixtures.
+FIXTURES = ROOT / "deploy" / "samples"
 
 
 class Api:
@@ -81,11 +49,6 @@ class Api:
                 return exc.code, raw.decode(errors="replace")
 
 
-@pytest.fixture(scope="session")
-def api(control_plane: Cluster) -> Api:
-    return Api(control_plane)
-
-
 def load_fixture(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((FIXTURES / "definitions" / name).read_text())
     return loaded
@@ -114,17 +77,3 @@ def wait_for(check: Any, what: str, timeout: float = 30, interval: float = 0.25)
             last = exc
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-
-
-@pytest.fixture(scope="session")
-def helm_service(control_plane: Cluster) -> Iterator[services.Running]:
-    running = services.start(control_plane, services.HELM_AGL)
-    yield running
-    services.stop(control_plane, services.HELM_AGL)
-
-
-@pytest.fixture(scope="session")
-def tofu_service(control_plane: Cluster) -> Iterator[services.Running]:
-    running = services.start(control_plane, services.TOFU_AGL)
-    yield running
-    services.stop(control_plane, services.TOFU_AGL)
