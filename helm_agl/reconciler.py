@@ -57,17 +57,14 @@ class DefinitionReconciler:
             if event_type == "DELETED":
                 self.registry.remove(name)
                 self._rolled_out.pop(name, None)
-                await self._sync()
-                return
-            try:
-                self.registry.upsert(body)
-            except ValueError as exc:
-                self.registry.remove(name)
-                if self.leader.is_leader:
-                    await self._events.record(body, "Warning", "Malformed",
-                                              f"definition cannot be parsed: {exc}")
-                await self._sync()
-                return
+            else:
+                try:
+                    self.registry.upsert(body)
+                except ValueError as exc:
+                    self.registry.remove(name)
+                    if self.leader.is_leader:
+                        await self._events.record(body, "Warning", "Malformed",
+                                                  f"definition cannot be parsed: {exc}")
             await self._sync()
 
     async def resync(self) -> None:
