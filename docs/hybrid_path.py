@@ -33,11 +33,15 @@ if str(ROOT) not in sys.path:  # run as a script, the repository root is not on 
 
 import yaml  # noqa: E402
 
+import helm_agl.build  # noqa: E402
 import helm_agl.definition  # noqa: E402
+import helm_agl.names  # noqa: E402
+import helm_agl.project  # noqa: E402
 import helm_agl.reconciler  # noqa: E402
 import helm_agl.registry  # noqa: E402
+import helm_agl.rollout  # noqa: E402
 import helm_agl.storage  # noqa: E402
-import helm_agl.translate  # noqa: E402
+import helm_agl.validate  # noqa: E402
 import tofu_agl.app  # noqa: E402
 import tofu_agl.approval  # noqa: E402
 import tofu_agl.definition  # noqa: E402
@@ -508,7 +512,7 @@ class Method:
 
 
 def methods() -> list[Method]:
-    ht, tt = helm_agl.translate, tofu_agl.translate
+    hn, tt = helm_agl.names, tofu_agl.translate
     hr, tr = helm_agl.reconciler, tofu_agl.reconciler
     return [
         Method(
@@ -522,7 +526,7 @@ def methods() -> list[Method]:
         Method(
             "TargetGVK",
             "TargetGVK() schema.GroupVersionKind",
-            [f"{const(ht, 'HR_GVR')} = {value(ht, 'HR_GVR')}, {const(ht, 'HR_KIND')} = {value(ht, 'HR_KIND')}"],
+            [f"{const(hn, 'HR_GVR')} = {value(hn, 'HR_GVR')}, {const(hn, 'HR_KIND')} = {value(hn, 'HR_KIND')}"],
             [f"{const(tofu_agl.app, 'TERRAFORMS')} from {const(tt, 'TF_GROUP')} = {value(tt, 'TF_GROUP')}, "
              f"{const(tt, 'TF_VERSION')} = {value(tt, 'TF_VERSION')}, {const(tt, 'TF_PLURAL')} = "
              f"{value(tt, 'TF_PLURAL')}; {const(tt, 'TF_KIND')} = {value(tt, 'TF_KIND')}"],
@@ -532,17 +536,17 @@ def methods() -> list[Method]:
         Method(
             "TargetName",
             "TargetName(appName string, def *ApplicationDefinition) string",
-            [ref(ht.release_name), f"inverse {ref(ht.application_name)}"],
+            [ref(hn.backing_name), f"inverse {ref(hn.application_name)}"],
             [ref(tt.terraform_name), f"inverse {ref(tt.application_name)}"],
             "Fits, but reads need the inverse (backing name → Application name) and the interface has none. Both "
             "stacks also select their objects by labels: "
-            f"{where(ht.label_selector_for)} / {where(tofu_agl.storage.backing_selector)}, and test ownership with "
-            f"{where(ht.is_application_release)} / {where(tt.is_application)}.",
+            f"{where(hn.backing_selector)} / {where(tofu_agl.storage.backing_selector)}, and test ownership with "
+            f"{where(hn.is_application)} / {where(tt.is_application)}.",
         ),
         Method(
             "Build",
             "Build(ctx, app *Application, def *ApplicationDefinition) (client.Object, error)",
-            [ref(ht.to_helmrelease), f"after {ref(ht.validate_application)}"],
+            [ref(helm_agl.build.build), f"after {ref(helm_agl.validate.validate_application)}"],
             [ref(tt.to_terraform), f"after {ref(tt.validate_application)}"],
             "Fits in the middle, leaks at both ends. Both builders take the *live* object (`existing`) on "
             "update to keep controller-owned fields; tofu_agl also takes the served `group` and an "
@@ -552,7 +556,7 @@ def methods() -> list[Method]:
         Method(
             "ProjectStatus",
             "ProjectStatus(target client.Object) (ApplicationStatus, error)",
-            [ref(ht.from_helmrelease)],
+            [ref(helm_agl.project.to_application)],
             [ref(tt.from_terraform), f"+ {ref(tofu_agl.status.project_status)}",
              f"spec via {ref(tt.unmarshal_vars)}"],
             "Too narrow: both stacks project the *whole* Application, and the spec read-back is as "
@@ -563,7 +567,8 @@ def methods() -> list[Method]:
         Method(
             "Reconcile",
             "Reconcile(ctx, c client.Client, target client.Object, def *ApplicationDefinition) (updated bool, err)",
-            [ref(ht.rollout_patch), f"applied with retries by {where(hr.DefinitionReconciler._patch_one)}"],
+            [ref(helm_agl.rollout.rollout_patch),
+             f"applied with retries by {where(hr.DefinitionReconciler._patch_one)}"],
             [ref(tt.rollout_patch), f"applied with retries by {where(tr.DefinitionReconciler._patch_one)}"],
             "Fits as a pure patch builder: the I/O and conflict retry around it are alike in both reconcilers and "
             "belong to one generic reconciler. But tofu_agl returns a second value — fields it must *not* roll "
@@ -594,7 +599,7 @@ class Leak:
 def _leaks() -> list[Leak]:
     tt, st = tofu_agl.translate, tofu_agl.storage.ApplicationStorage
     helm_status, tofu_status = _status_keys("helm"), _status_keys("tofu")
-    helm_columns = [c.name for c in helm_agl.translate.COLUMNS]
+    helm_columns = [c.name for c in helm_agl.project.COLUMNS]
     tofu_columns = [c.name for c in tofu_agl.status.COLUMNS]
     return [
         Leak(
@@ -625,7 +630,7 @@ def _leaks() -> list[Leak]:
         ),
         Leak(
             "Extra columns",
-            [f"{const(helm_agl.translate, 'COLUMNS')} = `{helm_columns}` with {where(helm_agl.translate.table_cells)}",
+            [f"{const(helm_agl.project, 'COLUMNS')} = `{helm_columns}` with {where(helm_agl.project.table_cells)}",
              f"{const(tofu_agl.status, 'COLUMNS')} = `{tofu_columns}` with {where(tofu_agl.status.table_cells)}",
              f"both registered through `resource_info` ({where(helm_agl.registry.resource_info)}, "
              f"{where(tofu_agl.registry.resource_info)})"],
@@ -653,7 +658,7 @@ def _leaks() -> list[Leak]:
             "Served group",
             [f"`group` parameter of {where(tt.to_terraform)}, {where(tt.from_terraform)}, "
              f"{where(tt.validate_application)}", f"default {const(tt, 'DEFAULT_GROUP')} = "
-             f"{value(tt, 'DEFAULT_GROUP')} vs fixed {const(helm_agl.translate, 'GROUP')}"],
+             f"{value(tt, 'DEFAULT_GROUP')} vs fixed {const(helm_agl.names, 'GROUP')}"],
             "nothing once Draft 2 serves one group; until then the group is an input of Build and of the "
             "ownership labels.",
         ),
