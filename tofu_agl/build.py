@@ -22,11 +22,10 @@ The Terraform settings a definition controls (:func:`definition_fields`) are pub
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
-from shared.bodies import JSON
+from shared.bodies import JSON, clone
 from shared.schema.validation import apply_defaults
 
 from . import approval
@@ -98,16 +97,16 @@ def definition_fields(
     override is honoured only while the definition allows overrides.
     """
     fields: JSON = {
-        "sourceRef": copy.deepcopy(defn.source_ref),
+        "sourceRef": clone(defn.source_ref),
         "path": defn.path,
         "interval": defn.interval,
         "retryInterval": defn.retry_interval,
         "workspace": defn.workspace,
         "serviceAccountName": _runner_service_account(defn, user_annotations),
-        "runnerPodTemplate": copy.deepcopy(defn.runner_pod_template),
-        "backendConfig": copy.deepcopy(defn.backend_config),
+        "runnerPodTemplate": clone(defn.runner_pod_template),
+        "backendConfig": clone(defn.backend_config),
         "storeReadablePlan": defn.store_readable_plan,
-        "varsFrom": copy.deepcopy(defn.vars_from),
+        "varsFrom": clone(defn.vars_from),
         "destroyResourcesOnDeletion": defn.destroy_resources_on_deletion,
         "writeOutputsToSecret": _outputs_secret(defn, app_name, namespace),
     }
@@ -134,17 +133,17 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
         meta["labels"][SHARDING_LABEL] = live_labels[SHARDING_LABEL]
     for key in CONTROLLER_METADATA:
         if live_meta.get(key):
-            meta[key] = copy.deepcopy(live_meta[key])
+            meta[key] = clone(live_meta[key])
     foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items() if not k.startswith(USER_PREFIX)}
     if foreign:
         meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
     for key in STATE_LOCATION:
         spec.pop(key, None)
         if live_spec.get(key) is not None:
-            spec[key] = copy.deepcopy(live_spec[key])
+            spec[key] = clone(live_spec[key])
     for key in OPERATOR_SPEC:
         if key in live_spec:
-            spec[key] = copy.deepcopy(live_spec[key])
+            spec[key] = clone(live_spec[key])
 
 
 def _runner_service_account(defn: TofuDefinitionView, user_annotations: Mapping[str, str]) -> str | None:
@@ -162,7 +161,7 @@ def _outputs_secret(defn: TofuDefinitionView, name: str, namespace: str) -> JSON
     fields = _outputs_fields(wots)
     for key in ("outputs", "labels", "annotations"):
         if fields.get(key) is not None:
-            out[key] = copy.deepcopy(fields[key])
+            out[key] = clone(fields[key])
     return out
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
-from tests.tofu_support import GROUP, Defn, app
+from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl.approval import FIELD, approve_plan, approved_plan, check_approval, kept_approval, vars_equal
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, USER_PREFIX

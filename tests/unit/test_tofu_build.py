@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.tofu_support import GROUP, Defn, app, vars_of
+from tests.unit.tofu_samples import GROUP, Defn, app, vars_of
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.tofu_support import GROUP, Defn, app
+from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl import names
 from tofu_agl.build import build
 

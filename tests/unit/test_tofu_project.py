@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.tofu_support import GROUP, SCHEMA, Defn, app
+from tests.unit.tofu_samples import GROUP, SCHEMA, Defn, app
 from tofu_agl import project
 from tofu_agl.build import build
 from tofu_agl.definition import TofuApplicationDefinition, TofuDefinitionView

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
-from tests.tofu_support import GROUP, Defn, app, causes
+from tests.unit.tofu_samples import GROUP, Defn, app, causes
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
 from tofu_agl.validate import validate_application

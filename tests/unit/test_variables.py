@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.tofu_support import Defn
+from tests.unit.tofu_samples import Defn
 from tofu_agl.variables import (
     RESERVED,
     VARIABLE_NAME,

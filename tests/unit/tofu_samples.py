@@ -1,4 +1,4 @@
-"""What the tofu_agl unit tests share: a definition view, its schema, and Application bodies."""
+"""Sample data for the tofu_agl unit tests: a definition stand-in, its schema, and Application bodies."""
 
 from __future__ import annotations
 
