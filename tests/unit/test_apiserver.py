@@ -749,7 +749,7 @@ async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env
 
 async def test_unexpected_exception_is_500_and_logged(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     env.storage.fail_with = RuntimeError("boom")
-    with caplog.at_level(logging.ERROR, logger="shared.server.apiserver"):
+    with caplog.at_level(logging.ERROR, logger="shared.server.middleware"):
         body = await status_of(await env.call("GET", f"{BASE}/namespaces/ns/things/a"), 500, "InternalError")
     assert "boom" not in body["message"]
     assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)
