@@ -14,31 +14,21 @@ from shared.server.responses import json_response
 
 async def get(call: Call) -> web.Response:
     obj = await call.storage.get(call.ctx, call.namespace, call.name)
-    return json_response(_render_object(call.storage, obj, call.info.output))
+    return json_response(_render(call.storage, obj, call.info.output, many=False))
 
 
 async def list_(call: Call) -> web.Response:
     lst = await call.storage.list(call.ctx, call.info.target.namespace, call.info.list_options)
-    return json_response(_render_list(call.storage, lst, call.info.output))
+    return json_response(_render(call.storage, lst, call.info.output, many=True))
 
 
-def _render_object(storage: Storage, obj: JSON, output: Output) -> JSON:
+def _render(storage: Storage, body: JSON, output: Output, *, many: bool) -> JSON:
+    """``body`` (one object, or a list when ``many``) in the negotiated form."""
     rendering = output.rendering
     if rendering.mode == table.TABLE_MODE:
-        return table.object_table(
-            storage.info, obj, storage.table_cells, include=output.include, version=rendering.version
-        )
+        to_table = table.list_table if many else table.object_table
+        return to_table(storage.info, body, storage.table_cells, include=output.include, version=rendering.version)
     if rendering.mode == table.PARTIAL_MODE:
-        return table.partial_metadata(obj, rendering.version)
-    return obj
-
-
-def _render_list(storage: Storage, lst: JSON, output: Output) -> JSON:
-    rendering = output.rendering
-    if rendering.mode == table.TABLE_MODE:
-        return table.list_table(
-            storage.info, lst, storage.table_cells, include=output.include, version=rendering.version
-        )
-    if rendering.mode == table.PARTIAL_MODE:
-        return table.partial_metadata_list(lst, rendering.version)
-    return lst
+        partial = table.partial_metadata_list if many else table.partial_metadata
+        return partial(body, rendering.version)
+    return body

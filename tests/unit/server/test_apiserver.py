@@ -363,6 +363,26 @@ async def test_resource_requests_authenticate_then_authorize(env: Env) -> None:
     await status_of(await env.call("GET", f"{BASE}/namespaces/ns/nothings"), 404, "NotFound")
 
 
+async def test_query_and_content_type_are_checked_only_once_authorized(env: Env) -> None:
+    """kube's order: a denied user learns nothing from validation; an allowed one gets the 400/415/422."""
+    env.storage.seed("ns", thing("a"))
+    merge = {"Content-Type": "application/merge-patch+json"}
+    bad: builtins.list[tuple[str, str, dict[str, Any], int]] = [
+        ("GET", "things?labelSelector=a%20in", {}, 400),
+        ("GET", "things/a", {"headers": {"Accept": "application/xml"}}, 406),
+        ("GET", "things?watch=1&limit=-1", {}, 400),
+        ("POST", "things?dryRun=Some", {"json": thing("b")}, 422),
+        ("POST", "things", {"data": "x", "headers": {"Content-Type": "text/plain"}}, 415),
+        ("PATCH", "things/a?force=true", {"data": "{}", "headers": merge}, 422),
+    ]
+    for method, path, kw, code in bad:
+        url = f"{BASE}/namespaces/ns/{path}"
+        await status_of(await env.call(method, url, user="mallory", **kw), 403)
+        await status_of(await env.call(method, url.replace("things", "nothings"), **kw), 404)
+        await status_of(await env.call(method, url, **kw), code)
+    assert env.storage.objects.keys() == {("ns", "a")}
+
+
 async def test_verb_mapping(env: Env) -> None:
     env.storage.seed("ns", thing("a"))
     requests: builtins.list[tuple[str, str, dict[str, Any], str]] = [
