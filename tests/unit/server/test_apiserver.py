@@ -61,6 +61,7 @@ class MemoryStorage:
         self.updates: list[JSON] = []
         self.watch_closed = 0
         self.before_update: Callable[[], None] | None = None
+        self.before_create: Callable[[], object] | None = None
         self.fail_with: BaseException | None = None
         self.watch_error: errors.ApiError | None = None
         self.delay = 0.0
@@ -139,6 +140,9 @@ class MemoryStorage:
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
         await self._maybe_fail()
         self.write_options.append(options)
+        if self.before_create is not None:
+            hook, self.before_create = self.before_create, None
+            hook()
         name = obj["metadata"].get("name")
         if not name:
             raise errors.invalid(GROUP, "Thing", "", [errors.field_cause("metadata.name", "Required value")])
@@ -741,6 +745,14 @@ async def test_apply_patch_creates_then_replaces(env: Env) -> None:
     stored = env.storage.objects[("ns", "a")]
     assert stored["spec"] == {"size": 3}
     assert stored["metadata"]["labels"] == {"l": "v"}
+
+
+async def test_apply_patch_lands_on_an_object_created_meanwhile(env: Env) -> None:
+    env.storage.before_create = lambda: env.storage.seed("ns", thing("a", 1, labels={"theirs": "1"}))
+    resp = await patch_call(env, "a", json.dumps(thing("a", 5)), "application/apply-patch+yaml", "?fieldManager=m")
+    assert resp.status == 200, await resp.text()  # AlreadyExists, so applied onto theirs: an update
+    assert len(env.storage.updates) == 1
+    assert env.storage.objects[("ns", "a")]["spec"] == {"size": 5}
 
 
 async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env) -> None:
