@@ -103,22 +103,12 @@ def test_info_is_frozen() -> None:
 # --- reads ---------------------------------------------------------------------------------------
 
 
-def test_list_options_are_parsed_once_into_the_info() -> None:
-    info = info_of(
-        "GET",
-        COLLECTION,
-        "labelSelector=b%3D1,a&fieldSelector=metadata.name%3Done&limit=5&continue=c&resourceVersion=7"
-        "&timeoutSeconds=9&allowWatchBookmarks=true",
-    )
-    assert info.list_options == ListOptions(
-        label_selector="a,b=1",
-        field_selector=(("metadata.name", "=", "one"),),
-        limit=5,
-        continue_token="c",
-        resource_version="7",
-        timeout_seconds=9,
-        allow_bookmarks=True,
-    )
+def test_list_options_belong_to_list_and_watch_only() -> None:
+    query = "labelSelector=a%20in&limit=0&continue="
+    assert problem_of(info_of("GET", COLLECTION, query)).code == 400
+    get = info_of("GET", OBJECT, query)
+    assert (get.problem, get.list_options) == (None, ListOptions())
+    assert info_of("GET", COLLECTION, "limit=0&continue=&resourceVersion=").list_options == ListOptions()
 
 
 @pytest.mark.parametrize(
