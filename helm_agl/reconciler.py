@@ -4,6 +4,11 @@ kopf delivers every definition event (including the initial listing); each one r
 registry, writes the ``Accepted`` condition where it changed, and rolls a changed, accepted
 definition out to the HelmReleases of its kind.  Deleting a definition never touches a
 HelmRelease: the kind just stops being served, so no user data is lost.
+
+A rollout runs in a task of its own and is repeated with backoff until every HelmRelease took the
+definition's generation: a rejected patch or a failed list is not forgotten.  Only a complete
+rollout is remembered; a newer generation, a deleted definition or a lost election cancels it.
+Progress is in the definition's ``status.rollout`` and in its Events.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import kopf
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
 from shared.client.events import EventRecorder
@@ -33,6 +40,47 @@ DEFINITIONS = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
 ROLLOUT_CONCURRENCY = 8
 #: Attempts per HelmRelease when a concurrent writer makes the patch conflict.
 ROLLOUT_ATTEMPTS = 5
+#: Wait between rollout rounds: 0.5 s doubling up to 30 s, plus up to 1 s of jitter so definitions
+#: failing together do not retry in step.
+ROLLOUT_BACKOFF = wait_exponential_jitter(initial=0.5, max=30, jitter=1)
+
+Outcome = Literal["patched", "unchanged", "failed"]
+
+
+@dataclass
+class Rollout:
+    """What one rollout round did; ``error`` says why the HelmReleases could not be listed."""
+
+    patched: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    error: str | None = None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def instances(self) -> int:
+        return self.patched + self.unchanged + self.failed
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self.failed == 0
+
+    def count(self, outcome: Outcome, failure: str | None = None) -> None:
+        if outcome == "patched":
+            self.patched += 1
+        elif outcome == "unchanged":
+            self.unchanged += 1
+        else:
+            self.failed += 1
+            if failure:
+                self.failures.append(failure)
+
+    def summary(self, generation: int | None) -> str:
+        if self.error is not None:
+            return f"cannot list the HelmReleases of generation {generation}: {self.error}"
+        text = (f"rolled out generation {generation} to {self.instances} HelmRelease(s): {self.patched} patched, "
+                f"{self.unchanged} already up to date, {self.failed} failed")
+        return text + (f" (first: {self.failures[0]})" if self.failures else "")
 
 
 class DefinitionReconciler:
@@ -47,8 +95,10 @@ class DefinitionReconciler:
         self._releases = releases
         self._events = events
         self._lock = asyncio.Lock()
-        #: Definition name -> the generation last rolled out (so status writes do not re-trigger).
+        #: Definition name -> the generation completely rolled out (so status writes do not re-trigger).
         self._rolled_out: dict[str, int | None] = {}
+        #: Definition name -> (generation, task) of the rollout in progress.
+        self._rollouts: dict[str, tuple[int | None, asyncio.Task[None]]] = {}
 
     async def on_event(self, event_type: str | None, body: dict[str, Any]) -> None:
         """Handle one definition event; serialised so verdicts are decided on a consistent set."""
@@ -80,27 +130,98 @@ class DefinitionReconciler:
 
     async def lead(self) -> None:
         """Forever: on each election, resync; then wait until leadership is lost (and maybe regained)."""
-        while True:
-            await self.leader.wait_elected()
-            log.info("leading: re-running writes for every definition",
-                     extra={"definitions": len(self.registry.definitions)})
-            await self.resync()
-            await self.leader.wait_deposed()
-            async with self._lock:
-                self._rolled_out.clear()
+        try:
+            while True:
+                await self.leader.wait_elected()
+                log.info("leading: re-running writes for every definition",
+                         extra={"definitions": len(self.registry.definitions)})
+                await self.resync()
+                await self.leader.wait_deposed()
+                async with self._lock:
+                    self._forget_rollouts()
+        finally:
+            self._forget_rollouts()
 
     async def _sync(self) -> None:
         verdicts = await self.registry.sync()
         if not self.leader.is_leader:
             # Another replica writes now; what this one rolled out before says nothing about later.
-            self._rolled_out.clear()
+            self._forget_rollouts()
             return
+        for name in list(self._rollouts):
+            verdict = verdicts.get(name)
+            if verdict is None or not verdict.accepted:
+                self._cancel_rollout(name)
         for name, verdict in verdicts.items():
             defn = self.registry.definitions[name]
             await self._write_status(defn, verdict)
-            if verdict.accepted and self._rolled_out.get(name, -1) != defn.generation:
-                self._rolled_out[name] = defn.generation
-                await self.rollout(defn)
+            if verdict.accepted:
+                self._start_rollout(defn)
+
+    def _start_rollout(self, defn: ApplicationDefinition) -> None:
+        """Start rolling ``defn`` out unless that generation is rolled out or on its way."""
+        if self._rolled_out.get(defn.name, -1) == defn.generation:
+            return
+        running = self._rollouts.get(defn.name)
+        if running is not None and running[0] == defn.generation:
+            return
+        self._cancel_rollout(defn.name)
+        task = asyncio.create_task(self._roll_out_until_done(defn), name=f"rollout of {defn.name}")
+        self._rollouts[defn.name] = (defn.generation, task)
+
+    def _cancel_rollout(self, name: str) -> None:
+        running = self._rollouts.pop(name, None)
+        if running is not None:
+            running[1].cancel()
+
+    def _forget_rollouts(self) -> None:
+        for name in list(self._rollouts):
+            self._cancel_rollout(name)
+        self._rolled_out.clear()
+
+    async def _roll_out_until_done(self, defn: ApplicationDefinition) -> None:
+        """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""
+        attempts = 0
+
+        async def attempt() -> Rollout:
+            nonlocal attempts
+            attempts += 1
+            result = await self.rollout(defn)
+            await self._report(defn, result, attempts)
+            return result
+
+        async def before_sleep(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.info("rollout incomplete, retrying", extra={"definition": defn.name, "attempt": attempts,
+                                                             "delay": state.upcoming_sleep, "error": repr(error)})
+
+        # Anything unexpected (a dropped connection, a bug) is retried too: giving up would leave
+        # instances behind until the next definition change, which may never come.
+        retrying = AsyncRetrying(wait=ROLLOUT_BACKOFF, before_sleep=before_sleep,
+                                 retry=retry_if_result(lambda r: not r.complete) | retry_if_exception_type(Exception))
+        await retrying(attempt)
+        self._rolled_out[defn.name] = defn.generation
+        if self._rollouts.get(defn.name, (None, None))[1] is asyncio.current_task():
+            del self._rollouts[defn.name]
+
+    async def _report(self, defn: ApplicationDefinition, result: Rollout, attempts: int) -> None:
+        """Write ``status.rollout`` and an Event for one rollout round."""
+        progress: dict[str, Any] = {
+            "observedGeneration": defn.generation, "attempts": attempts, "complete": result.complete,
+            "instances": result.instances, "rolledOut": result.patched + result.unchanged, "failed": result.failed,
+            "message": result.summary(defn.generation),
+        }
+        try:
+            await self._definitions.patch_merge(None, defn.name, {"status": {"rollout": progress}},
+                                                subresource="status")
+        except ApiError as exc:
+            log.warning("could not write rollout status", extra={"definition": defn.name, "error": exc.message})
+        if result.complete:
+            if result.instances:
+                await self._events.record(defn.to_object(), "Normal", "RolledOut", progress["message"])
+        else:
+            await self._events.record(defn.to_object(), "Warning", "RolloutIncomplete",
+                                      f"attempt {attempts}: {progress['message']}; retrying")
 
     async def _write_status(self, defn: ApplicationDefinition, verdict: Verdict) -> None:
         status = defn.status or {}
@@ -122,53 +243,47 @@ class DefinitionReconciler:
             kind: Literal["Normal", "Warning"] = "Normal" if verdict.accepted else "Warning"
             await self._events.record(defn.to_object(), kind, verdict.reason, verdict.message)
 
-    async def rollout(self, defn: ApplicationDefinition) -> tuple[int, int, int]:
-        """Patch every HelmRelease of ``defn``'s kind; returns (patched, unchanged, failed)."""
+    async def rollout(self, defn: ApplicationDefinition) -> Rollout:
+        """One round: patch every HelmRelease of ``defn``'s kind that is not up to date."""
+        result = Rollout()
         try:
             listing = await self._releases.list_all(None, backing_selector(defn, GROUP))
         except ApiError as exc:
-            await self._events.record(defn.to_object(), "Warning", "RolloutFailed", f"cannot list: {exc.message}")
-            return 0, 0, 0
-        releases = listing.get("items") or []
+            result.error = exc.message
+            return result
         gate = asyncio.Semaphore(ROLLOUT_CONCURRENCY)
 
-        async def one(hr: dict[str, Any]) -> str:
+        async def one(hr: dict[str, Any]) -> None:
             async with gate:
-                return await self._patch_one(defn, hr)
+                result.count(*await self._patch_one(defn, hr))
 
-        outcomes = await asyncio.gather(*(one(hr) for hr in releases))
-        patched, unchanged = outcomes.count("patched"), outcomes.count("unchanged")
-        failed = len(outcomes) - patched - unchanged
-        if releases:
-            message = (f"rolled out generation {defn.generation} to {len(releases)} HelmRelease(s): "
-                       f"{patched} patched, {unchanged} already up to date, {failed} failed")
-            await self._events.record(defn.to_object(), "Warning" if failed else "Normal", "RolledOut", message)
-        log.info("rollout done", extra={"definition": defn.name, "patched": patched, "unchanged": unchanged,
-                                        "failed": failed})
-        return patched, unchanged, failed
+        await asyncio.gather(*(one(hr) for hr in listing.get("items") or []))
+        log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
+                                              "unchanged": result.unchanged, "failed": result.failed})
+        return result
 
-    async def _patch_one(self, defn: ApplicationDefinition, hr: dict[str, Any]) -> str:
+    async def _patch_one(self, defn: ApplicationDefinition, hr: dict[str, Any]) -> tuple[Outcome, str | None]:
         meta = hr["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}"
         for _attempt in range(ROLLOUT_ATTEMPTS):
             patch, _ = rollout_patch(defn, hr)
             if patch is None:
-                return "unchanged"
+                return "unchanged", None
             try:
                 await self._releases.patch_merge(meta["namespace"], meta["name"], patch)
-                return "patched"
+                return "patched", None
             except ApiError as exc:
                 if exc.code == 404:
-                    return "unchanged"
+                    return "unchanged", None
                 if exc.code != 409:
-                    log.warning("rollout patch failed", extra={"helmrelease": f"{meta['namespace']}/{meta['name']}",
-                                                               "error": exc.message})
-                    return "failed"
+                    log.warning("rollout patch failed", extra={"helmrelease": where, "error": exc.message})
+                    return "failed", f"{where}: {exc.message}"
             # Someone else wrote in between: read it again and recompute (the patch carries the RV).
             try:
                 hr = await self._releases.get(meta["namespace"], meta["name"])
-            except ApiError:
-                return "failed"
-        return "failed"
+            except ApiError as exc:
+                return ("unchanged", None) if exc.code == 404 else ("failed", f"{where}: {exc.message}")
+        return "failed", f"{where}: still conflicting after {ROLLOUT_ATTEMPTS} attempts"
 
 
 def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.OperatorRegistry:
@@ -184,4 +299,3 @@ def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.Oper
         await reconciler.on_event(type, dict(body))
 
     return registry
-

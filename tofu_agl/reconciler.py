@@ -8,6 +8,11 @@ the kind just stops being served, so no user data (nor infrastructure) is lost.
 What differs from helm_agl's reconciler: a change of ``workspace`` or ``backendConfig`` is never
 rolled out (it would point an instance at different state and plan to re-create everything), so
 the instances that kept their old values are listed in the definition's ``status.notRolledOut``.
+
+A rollout runs in a task of its own and is repeated with backoff until every Terraform took the
+definition's generation: a rejected patch or a failed list is not forgotten.  Only a complete
+rollout is remembered; a newer generation, a deleted definition or a lost election cancels it.
+Progress is in the definition's ``status.rollout`` and in its Events.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import kopf
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
 from shared.client.events import EventRecorder
@@ -38,26 +44,51 @@ DEFINITIONS = GVR("cozystack.io", "v1alpha1", "tofuapplicationdefinitions")
 ROLLOUT_CONCURRENCY = 8
 #: Attempts per Terraform when a concurrent writer makes the patch conflict.
 ROLLOUT_ATTEMPTS = 5
+#: Wait between rollout rounds: 0.5 s doubling up to 30 s, plus up to 1 s of jitter so definitions
+#: failing together do not retry in step.
+ROLLOUT_BACKOFF = wait_exponential_jitter(initial=0.5, max=30, jitter=1)
 
 Outcome = Literal["patched", "unchanged", "failed"]
 
 
 @dataclass
 class Rollout:
-    """What one rollout did; ``pinned`` lists instances that kept their state location."""
+    """What one rollout round did; ``error`` says why the Terraforms could not be listed, ``pinned``
+    lists instances that kept their state location."""
 
     patched: int = 0
     unchanged: int = 0
     failed: int = 0
+    error: str | None = None
+    failures: list[str] = field(default_factory=list)
     pinned: list[dict[str, Any]] = field(default_factory=list)
 
-    def count(self, outcome: Outcome) -> None:
+    @property
+    def instances(self) -> int:
+        return self.patched + self.unchanged + self.failed
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self.failed == 0
+
+    def count(self, outcome: Outcome, failure: str | None = None) -> None:
         if outcome == "patched":
             self.patched += 1
         elif outcome == "unchanged":
             self.unchanged += 1
         else:
             self.failed += 1
+            if failure:
+                self.failures.append(failure)
+
+    def summary(self, generation: int | None) -> str:
+        if self.error is not None:
+            return f"cannot list the Terraforms of generation {generation}: {self.error}"
+        text = (f"rolled out generation {generation} to {self.instances} Terraform(s): {self.patched} patched, "
+                f"{self.unchanged} already up to date, {self.failed} failed")
+        if self.pinned:
+            text += f"; {len(self.pinned)} kept their workspace/backendConfig (see status.notRolledOut)"
+        return text + (f" (first: {self.failures[0]})" if self.failures else "")
 
 
 class DefinitionReconciler:
@@ -72,8 +103,10 @@ class DefinitionReconciler:
         self._terraforms = terraforms
         self._events = events
         self._lock = asyncio.Lock()
-        #: Definition name -> the generation last rolled out (so status writes do not re-trigger).
+        #: Definition name -> the generation completely rolled out (so status writes do not re-trigger).
         self._rolled_out: dict[str, int | None] = {}
+        #: Definition name -> (generation, task) of the rollout in progress.
+        self._rollouts: dict[str, tuple[int | None, asyncio.Task[None]]] = {}
 
     @property
     def group(self) -> str:
@@ -86,17 +119,14 @@ class DefinitionReconciler:
             if event_type == "DELETED":
                 self.registry.remove(name)
                 self._rolled_out.pop(name, None)
-                await self._sync()
-                return
-            try:
-                self.registry.upsert(body)
-            except ValueError as exc:
-                self.registry.remove(name)
-                if self.leader.is_leader:
-                    await self._events.record(body, "Warning", "Malformed",
-                                              f"definition cannot be parsed: {exc}")
-                await self._sync()
-                return
+            else:
+                try:
+                    self.registry.upsert(body)
+                except ValueError as exc:
+                    self.registry.remove(name)
+                    if self.leader.is_leader:
+                        await self._events.record(body, "Warning", "Malformed",
+                                                  f"definition cannot be parsed: {exc}")
             await self._sync()
 
     async def resync(self) -> None:
@@ -112,27 +142,98 @@ class DefinitionReconciler:
 
     async def lead(self) -> None:
         """Forever: on each election, resync; then wait until leadership is lost (and maybe regained)."""
-        while True:
-            await self.leader.wait_elected()
-            log.info("leading: re-running writes for every definition",
-                     extra={"definitions": len(self.registry.definitions)})
-            await self.resync()
-            await self.leader.wait_deposed()
-            async with self._lock:
-                self._rolled_out.clear()
+        try:
+            while True:
+                await self.leader.wait_elected()
+                log.info("leading: re-running writes for every definition",
+                         extra={"definitions": len(self.registry.definitions)})
+                await self.resync()
+                await self.leader.wait_deposed()
+                async with self._lock:
+                    self._forget_rollouts()
+        finally:
+            self._forget_rollouts()
 
     async def _sync(self) -> None:
         verdicts = await self.registry.sync()
         if not self.leader.is_leader:
             # Another replica writes now; what this one rolled out before says nothing about later.
-            self._rolled_out.clear()
+            self._forget_rollouts()
             return
+        for name in list(self._rollouts):
+            verdict = verdicts.get(name)
+            if verdict is None or not verdict.accepted:
+                self._cancel_rollout(name)
         for name, verdict in verdicts.items():
             defn = self.registry.definitions[name]
             await self._write_status(defn, verdict)
-            if verdict.accepted and self._rolled_out.get(name, -1) != defn.generation:
-                self._rolled_out[name] = defn.generation
-                await self.rollout(defn)
+            if verdict.accepted:
+                self._start_rollout(defn)
+
+    def _start_rollout(self, defn: TofuApplicationDefinition) -> None:
+        """Start rolling ``defn`` out unless that generation is rolled out or on its way."""
+        if self._rolled_out.get(defn.name, -1) == defn.generation:
+            return
+        running = self._rollouts.get(defn.name)
+        if running is not None and running[0] == defn.generation:
+            return
+        self._cancel_rollout(defn.name)
+        task = asyncio.create_task(self._roll_out_until_done(defn), name=f"rollout of {defn.name}")
+        self._rollouts[defn.name] = (defn.generation, task)
+
+    def _cancel_rollout(self, name: str) -> None:
+        running = self._rollouts.pop(name, None)
+        if running is not None:
+            running[1].cancel()
+
+    def _forget_rollouts(self) -> None:
+        for name in list(self._rollouts):
+            self._cancel_rollout(name)
+        self._rolled_out.clear()
+
+    async def _roll_out_until_done(self, defn: TofuApplicationDefinition) -> None:
+        """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""
+        attempts = 0
+
+        async def attempt() -> Rollout:
+            nonlocal attempts
+            attempts += 1
+            result = await self.rollout(defn)
+            await self._report(defn, result, attempts)
+            return result
+
+        async def before_sleep(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.info("rollout incomplete, retrying", extra={"definition": defn.name, "attempt": attempts,
+                                                             "delay": state.upcoming_sleep, "error": repr(error)})
+
+        # Anything unexpected (a dropped connection, a bug) is retried too: giving up would leave
+        # instances behind until the next definition change, which may never come.
+        retrying = AsyncRetrying(wait=ROLLOUT_BACKOFF, before_sleep=before_sleep,
+                                 retry=retry_if_result(lambda r: not r.complete) | retry_if_exception_type(Exception))
+        await retrying(attempt)
+        self._rolled_out[defn.name] = defn.generation
+        if self._rollouts.get(defn.name, (None, None))[1] is asyncio.current_task():
+            del self._rollouts[defn.name]
+
+    async def _report(self, defn: TofuApplicationDefinition, result: Rollout, attempts: int) -> None:
+        """Write ``status.rollout`` and an Event for one rollout round."""
+        progress: dict[str, Any] = {
+            "observedGeneration": defn.generation, "attempts": attempts, "complete": result.complete,
+            "instances": result.instances, "rolledOut": result.patched + result.unchanged, "failed": result.failed,
+            "message": result.summary(defn.generation),
+        }
+        try:
+            await self._definitions.patch_merge(None, defn.name, {"status": {"rollout": progress}},
+                                                subresource="status")
+        except ApiError as exc:
+            log.warning("could not write rollout status", extra={"definition": defn.name, "error": exc.message})
+        if result.complete:
+            if result.instances:
+                await self._events.record(defn.to_object(), "Normal", "RolledOut", progress["message"])
+        else:
+            await self._events.record(defn.to_object(), "Warning", "RolloutIncomplete",
+                                      f"attempt {attempts}: {progress['message']}; retrying")
 
     async def _write_status(self, defn: TofuApplicationDefinition, verdict: Verdict) -> None:
         status = defn.status or {}
@@ -155,63 +256,55 @@ class DefinitionReconciler:
             await self._events.record(defn.to_object(), kind, verdict.reason, verdict.message)
 
     async def rollout(self, defn: TofuApplicationDefinition) -> Rollout:
-        """Patch every Terraform of ``defn``'s kind and record which kept their state location."""
+        """One round: patch every Terraform of ``defn``'s kind that is not up to date, and record which
+        kept their state location."""
         result = Rollout()
         try:
             listing = await self._terraforms.list_all(None, backing_selector(defn, self.group))
         except ApiError as exc:
-            await self._events.record(defn.to_object(), "Warning", "RolloutFailed", f"cannot list: {exc.message}")
+            result.error = exc.message
             return result
-        terraforms = listing.get("items") or []
         gate = asyncio.Semaphore(ROLLOUT_CONCURRENCY)
 
-        async def one(tf: dict[str, Any]) -> tuple[Outcome, dict[str, Any] | None]:
+        async def one(tf: dict[str, Any]) -> None:
             async with gate:
-                outcome, pinned = await self._patch_one(defn, tf)
-            return outcome, not_rolled_out(defn, tf, pinned) if pinned else None
+                outcome, failure, pinned = await self._patch_one(defn, tf)
+            result.count(outcome, failure)
+            if pinned:
+                result.pinned.append(not_rolled_out(defn, tf, pinned))
 
-        for outcome, entry in await asyncio.gather(*(one(tf) for tf in terraforms)):
-            result.count(outcome)
-            if entry is not None:
-                result.pinned.append(entry)
+        await asyncio.gather(*(one(tf) for tf in listing.get("items") or []))
         result.pinned.sort(key=lambda e: (e["namespace"], e["name"]))
         await self._write_not_rolled_out(defn, result.pinned)
-        if terraforms:
-            message = (f"rolled out generation {defn.generation} to {len(terraforms)} Terraform(s): "
-                       f"{result.patched} patched, {result.unchanged} already up to date, {result.failed} failed")
-            if result.pinned:
-                message += (f"; {len(result.pinned)} kept their workspace/backendConfig "
-                            "(see status.notRolledOut)")
-            await self._events.record(defn.to_object(), "Warning" if result.failed else "Normal", "RolledOut",
-                                      message)
-        log.info("rollout done", extra={"definition": defn.name, "patched": result.patched,
-                                        "unchanged": result.unchanged, "failed": result.failed,
-                                        "not_rolled_out": len(result.pinned)})
+        log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
+                                              "unchanged": result.unchanged, "failed": result.failed,
+                                              "not_rolled_out": len(result.pinned)})
         return result
 
-    async def _patch_one(self, defn: TofuApplicationDefinition, tf: dict[str, Any]) -> tuple[Outcome, list[str]]:
+    async def _patch_one(self, defn: TofuApplicationDefinition,
+                         tf: dict[str, Any]) -> tuple[Outcome, str | None, list[str]]:
         meta = tf["metadata"]
+        where = f"{meta['namespace']}/{meta['name']}"
         pinned: list[str] = []
         for _attempt in range(ROLLOUT_ATTEMPTS):
             patch, pinned = rollout_patch(defn, tf)
             if patch is None:
-                return "unchanged", pinned
+                return "unchanged", None, pinned
             try:
                 await self._terraforms.patch_merge(meta["namespace"], meta["name"], patch)
-                return "patched", pinned
+                return "patched", None, pinned
             except ApiError as exc:
                 if exc.code == 404:
-                    return "unchanged", []
+                    return "unchanged", None, []
                 if exc.code != 409:
-                    log.warning("rollout patch failed", extra={"terraform": f"{meta['namespace']}/{meta['name']}",
-                                                               "error": exc.message})
-                    return "failed", pinned
+                    log.warning("rollout patch failed", extra={"terraform": where, "error": exc.message})
+                    return "failed", f"{where}: {exc.message}", pinned
             # Someone else wrote in between: read it again and recompute.
             try:
                 tf = await self._terraforms.get(meta["namespace"], meta["name"])
             except ApiError as exc:
-                return ("unchanged", []) if exc.code == 404 else ("failed", pinned)
-        return "failed", pinned
+                return ("unchanged", None, []) if exc.code == 404 else ("failed", f"{where}: {exc.message}", pinned)
+        return "failed", f"{where}: still conflicting after {ROLLOUT_ATTEMPTS} attempts", pinned
 
     async def _write_not_rolled_out(self, defn: TofuApplicationDefinition, entries: list[dict[str, Any]]) -> None:
         """Record on the definition which instances kept an older workspace/backendConfig."""
@@ -223,7 +316,6 @@ class DefinitionReconciler:
             await self._definitions.patch_merge(None, defn.name, patch, subresource="status")
         except ApiError as exc:
             log.warning("could not write notRolledOut", extra={"definition": defn.name, "error": exc.message})
-
 
 def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.OperatorRegistry:
     """kopf handlers of this service, in a registry of its own (nothing global)."""

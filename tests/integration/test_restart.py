@@ -1,15 +1,21 @@
 """Faults the real control plane can produce: kube-apiserver restarts under running services.
 
 A client's watch through aggregation is cut when kube-apiserver goes away (its connection runs
-through it); what must hold is that the client can resume from the last resourceVersion it saw
-and get exactly the changes it missed -- none lost, none twice -- because the service's informer
-re-listed and filled its history with the difference; or, where the cache had to be reset, that
-the client is told 410 and a re-list shows the current state (the watch contract's other path).
+through it).  The watch contract then leaves a client two paths, and each test here drives one of
+them on purpose and checks that nothing is lost and nothing arrives twice:
+
+* resume: the service's cache still holds the client's resourceVersion, so a watch from it
+  delivers exactly the changes made since -- across the restart, none lost, none twice, in order;
+* 410 + re-list: the client's resourceVersion is older than anything the service still holds
+  (here because the service restarted with kube-apiserver and its cache started over), so the
+  watch ends with 410 Expired; a re-list then shows exactly the current state, and a watch from
+  the re-list's resourceVersion delivers the next change once, replaying nothing older.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -20,6 +26,9 @@ from tests.kube import Api, load_fixture, wait_for
 
 NS = "restart"
 GROUP_PATH = "/apis/apps.cozystack.io/v1alpha1"
+REDISES = f"{GROUP_PATH}/namespaces/{NS}/redises"
+
+Seen = list[tuple[str, str]]
 
 
 def _manifest(name: str, replicas: int) -> str:
@@ -28,48 +37,89 @@ def _manifest(name: str, replicas: int) -> str:
 
 
 def _stream(api: Api, resource_version: str) -> list[dict[str, Any]]:
-    """Read a whole (short) watch; the response is JSON lines."""
+    """Read a whole (short) watch; the response is JSON lines.  A watch refused outright is
+    returned as the ERROR event a client would act on the same way."""
     req = urllib.request.Request(
-        api.cluster.server + f"{GROUP_PATH}/namespaces/{NS}/redises?watch=true"
-        f"&resourceVersion={resource_version}&timeoutSeconds=3", headers={"Accept": "application/json"})
-    with urllib.request.urlopen(req, timeout=30, context=api.ctx) as resp:
-        return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+        api.cluster.server + f"{REDISES}?watch=true&resourceVersion={resource_version}&timeoutSeconds=3",
+        headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=api.ctx) as resp:
+            return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 410:
+            return [{"type": "ERROR", "object": json.loads(exc.read())}]
+        raise
 
 
-def test_watch_resumes_after_kube_apiserver_restart(control_plane: Cluster, helm_service: services.Running,
-                                                   api: Api) -> None:
-    control_plane.kubectl("create", "namespace", NS, check=False)
-    control_plane.kubectl("apply", "-f", "-", input=json.dumps(load_fixture("redis.yaml")))
-    wait_for(lambda: api.request("GET", f"{GROUP_PATH}/namespaces/{NS}/redises")[0] == 200, "redis kind served",
-             timeout=60)
-    control_plane.kubectl("apply", "-f", "-", input=_manifest("before", 2))
-    code, listing = api.request("GET", f"{GROUP_PATH}/namespaces/{NS}/redises")
+def _changes(events: list[dict[str, Any]]) -> Seen:
+    assert not [e for e in events if e["type"] == "ERROR"], events
+    return [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
+
+
+def _fresh_namespace(cluster: Cluster, api: Api) -> str:
+    """An empty namespace with the Redis kind served; returns the list's resourceVersion."""
+    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120)
+    cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(load_fixture("redis.yaml")))
+    wait_for(lambda: api.request("GET", REDISES)[0] == 200, "redis kind served", timeout=60)
+    cluster.kubectl("apply", "-f", "-", input=_manifest("before", 2))
+    code, listing = wait_for(lambda: (lambda r: r if [i["metadata"]["name"] for i in r[1]["items"]] == ["before"]
+                                      else None)(api.request("GET", REDISES)), "the service's cache to hold 'before'")
     assert code == 200
-    last_seen = listing["metadata"]["resourceVersion"]
+    return str(listing["metadata"]["resourceVersion"])
+
+
+def _write_missed_changes(cluster: Cluster) -> None:
+    """Create one object, change and delete another: what a client that was cut off missed."""
+    cluster.kubectl("apply", "-f", "-", input=_manifest("after", 3))
+    cluster.kubectl("patch", "redis", "before", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":4}}')
+    cluster.kubectl("delete", "redis", "before", "-n", NS)
+
+
+def test_watch_resumes_exactly_after_kube_apiserver_restart(control_plane: Cluster, helm_service: services.Running,
+                                                          api: Api) -> None:
+    last_seen = _fresh_namespace(control_plane, api)
 
     control_plane.restart_apiserver()
-    # Changes made right after the restart, while the service's informer may still be reconnecting.
-    control_plane.kubectl("apply", "-f", "-", input=_manifest("after", 3))
-    control_plane.kubectl("patch", "redis", "before", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":4}}')
-    control_plane.kubectl("delete", "redis", "before", "-n", NS)
+    # No write until the service's cache is live again (the probe shows up in its list): then
+    # its history still reaches back to last_seen and every later change is an event of its own.
+    wait_for(lambda: control_plane.kubectl("apply", "-f", "-", input=_manifest("probe", 1)).returncode == 0,
+             "the aggregated API back after the restart", timeout=60, interval=1)
+    wait_for(lambda: "probe" in [i["metadata"]["name"] for i in api.request("GET", REDISES)[1]["items"]],
+             "the service's cache to see the probe", timeout=60)
+    _write_missed_changes(control_plane)
 
-    def resumed() -> list[tuple[str, str]] | str | None:
-        events = _stream(api, last_seen)
-        gone = [e["object"] for e in events if e["type"] == "ERROR" and e["object"].get("code") == 410]
-        if gone:
-            return "gone"  # the service's cache was reset: kube semantics say re-list
-        errors = [e["object"] for e in events if e["type"] == "ERROR"]
-        assert not errors, errors
-        seen = [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
-        return seen if ("DELETED", "before") in seen else None
+    expected = [("ADDED", "probe"), ("ADDED", "after"), ("MODIFIED", "before"), ("DELETED", "before")]
+    seen = wait_for(lambda: (lambda s: s if ("DELETED", "before") in s else None)(_changes(_stream(api, last_seen))),
+                    "the resumed watch to deliver the missed changes", timeout=60, interval=1)
+    assert seen == expected
+    # Resuming from any point in between gives exactly the rest: nothing twice.
+    code, listing = api.request("GET", REDISES)
+    assert code == 200
+    assert sorted(i["metadata"]["name"] for i in listing["items"]) == ["after", "probe"]
+    assert _changes(_stream(api, str(listing["metadata"]["resourceVersion"]))) == []
 
-    outcome = wait_for(resumed, "the resumed watch to deliver the missed changes", timeout=60, interval=1)
-    print(f"watch after restart: {'410, re-listed' if outcome == 'gone' else 'resumed in place'}")
-    if outcome == "gone":
-        # Allowed by the watch contract: the client re-lists and must then see the current state.
-        code, listing = api.request("GET", f"{GROUP_PATH}/namespaces/{NS}/redises")
-        assert code == 200
-        assert [i["metadata"]["name"] for i in listing["items"]] == ["after"]
-    else:
-        # Resumed in place: exactly the missed changes, none lost, none twice, in order.
-        assert outcome == [("ADDED", "after"), ("MODIFIED", "before"), ("DELETED", "before")], outcome
+
+def test_watch_from_a_lost_resource_version_is_410_and_relist_is_exact(
+        control_plane: Cluster, helm_service: services.Running, api: Api) -> None:
+    last_seen = _fresh_namespace(control_plane, api)
+
+    # kube-apiserver and the service restart together (a node reboot, a rollout of both): the
+    # service's cache starts over at a newer resourceVersion, so last_seen is no longer served.
+    control_plane.kubectl("create", "configmap", "advance-the-revision", "-n", NS)
+    services.stop(control_plane, services.HELM_AGL)
+    control_plane.restart_apiserver()
+    services.start(control_plane, services.HELM_AGL)
+    _write_missed_changes(control_plane)
+
+    events = _stream(api, last_seen)
+    assert [e["type"] for e in events] == ["ERROR"], events
+    assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
+
+    code, listing = api.request("GET", REDISES)
+    assert code == 200
+    assert [(i["metadata"]["name"], i["spec"]["replicas"]) for i in listing["items"]] == [("after", 3)]
+    relisted = str(listing["metadata"]["resourceVersion"])
+    control_plane.kubectl("patch", "redis", "after", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":5}}')
+    seen = wait_for(lambda: _changes(_stream(api, relisted)), "the change after the re-list", timeout=30)
+    assert seen == [("MODIFIED", "after")]

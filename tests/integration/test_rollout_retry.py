@@ -1,0 +1,209 @@
+"""A rollout that the API server rejects is retried until every instance has the definition's change.
+
+The fault is a real one: kube-apiserver calls a ValidatingWebhookConfiguration served by this test
+over TLS on 127.0.0.1, which denies the first patches of some backing objects -- as a policy engine
+or a webhook that is briefly down would.  The service must not memoise the generation as rolled out
+after the first round; it retries with backoff, and says how far it got in the definition's
+``status.rollout`` and in its Events.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import ssl
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from localcluster.cluster import Cluster
+
+from shared.security import tls
+from tests.kube import get_json, kubectl, load_fixture, wait_for
+
+#: Patches of each chosen backing object that the webhook denies before it lets one through.
+REJECTIONS = 3
+INSTANCES = ("a", "b", "c", "d")
+#: Instances whose backing object is denied: the others roll out in the first round.
+DENIED = ("b", "d")
+
+
+@dataclass(frozen=True)
+class Stack:
+    service_fixture: str
+    definition_fixture: str
+    definitions: str
+    app_group: str
+    backing_group: str
+    backing_version: str
+    backing_plural: str
+
+
+HELM = Stack("helm_service", "redis.yaml", "applicationdefinitions", "apps.cozystack.io",
+             "helm.toolkit.fluxcd.io", "v2", "helmreleases")
+TOFU = Stack("tofu_service", "vpc.yaml", "tofuapplicationdefinitions", "tofu.apps.cozystack.io",
+             "infra.contrib.fluxcd.io", "v1alpha2", "terraforms")
+SPECS = {"helm_service": {}, "tofu_service": {"region": "eu-west-1"}}
+
+
+class DenyFirstPatches:
+    """A validating admission webhook: denies the first ``REJECTIONS`` UPDATEs of each name in
+    ``names`` once armed, allows everything else, and counts what it denied."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.armed = False
+        self.denied: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def review(self, request: dict[str, Any]) -> dict[str, Any]:
+        name = request.get("name", "")
+        with self._lock:
+            deny = (self.armed and request.get("operation") == "UPDATE" and name in self.names
+                    and self.denied[name] < REJECTIONS)
+            if deny:
+                self.denied[name] += 1
+                count = self.denied[name]
+        response: dict[str, Any] = {"uid": request["uid"], "allowed": not deny}
+        if deny:
+            response["status"] = {"code": 403, "reason": "Forbidden",
+                                  "message": f"denied by the test webhook ({count} of {REJECTIONS})"}
+        return response
+
+
+@dataclass
+class Webhook:
+    url: str
+    ca_bundle: str
+    policy: DenyFirstPatches
+
+
+@pytest.fixture
+def webhook(tmp_path: Path) -> Iterator[Webhook]:
+    """The webhook server, on a free port of 127.0.0.1 with a certificate for that address."""
+    ca = tls.new_ca("rollout-retry-webhook-ca", days=1)
+    serving = tls.new_cert(ca, "127.0.0.1", ip_addresses=("127.0.0.1",), days=1)
+    (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
+    (tmp_path / "tls.key").write_bytes(serving.key_pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    policy = DenyFirstPatches(set())
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                               "response": policy.review(review["request"])}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Webhook(f"https://127.0.0.1:{server.server_address[1]}/validate",
+                      base64.b64encode(ca.cert_pem).decode(), policy)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _register(cluster: Cluster, hook: Webhook, stack: Stack, namespace: str) -> str:
+    name = f"deny-first-patches-{namespace}"
+    config = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "deny-first-patches.tests.cozystack.io",
+            "clientConfig": {"url": hook.url, "caBundle": hook.ca_bundle},
+            "rules": [{"apiGroups": [stack.backing_group], "apiVersions": [stack.backing_version],
+                       "operations": ["UPDATE"], "resources": [stack.backing_plural], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 5,
+        }],
+    }
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(config))
+    return name
+
+
+def _definition(stack: Stack, namespace: str) -> dict[str, Any]:
+    defn = copy.deepcopy(load_fixture(stack.definition_fixture))
+    singular = f"flaky{namespace.split('-')[-1]}"
+    defn["metadata"] = {"name": singular}
+    defn["spec"]["application"].update(kind=singular.capitalize(), plural=f"{singular}s", singular=singular)
+    defn["spec"]["release"]["prefix"] = f"{singular}-"
+    return defn
+
+
+def _events(cluster: Cluster, definition: str) -> list[dict[str, Any]]:
+    listing = get_json(cluster, "events", "-A", "--field-selector", f"involvedObject.name={definition}")
+    return list(listing["items"])
+
+
+@pytest.mark.parametrize("stack", [HELM, TOFU], ids=["helm", "tofu"])
+def test_rejected_rollout_is_retried_until_every_instance_has_it(
+        control_plane: Cluster, webhook: Webhook, stack: Stack, request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue(stack.service_fixture)
+    namespace = f"retry-{stack.service_fixture.split('_')[0]}"
+    kubectl(control_plane, "create", "namespace", namespace, check=False)
+    defn = _definition(stack, namespace)
+    name, plural = defn["metadata"]["name"], defn["spec"]["application"]["plural"]
+    prefix = defn["spec"]["release"]["prefix"]
+    backing = f"{stack.backing_plural}.{stack.backing_group}"
+    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(defn))
+    wait_for(lambda: plural in kubectl(control_plane, "api-resources", f"--api-group={stack.app_group}",
+                                       "--cached=false").stdout, f"{plural} served", timeout=60)
+    for instance in INSTANCES:
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps({
+            "apiVersion": f"{stack.app_group}/v1alpha1", "kind": defn["spec"]["application"]["kind"],
+            "metadata": {"name": instance, "namespace": namespace}, "spec": SPECS[stack.service_fixture]}))
+    hook = _register(control_plane, webhook, stack, namespace)
+    try:
+        webhook.policy.names = {f"{prefix}{i}" for i in DENIED}
+        webhook.policy.armed = True
+        changed = copy.deepcopy(defn)
+        changed["spec"]["release"]["labels"] = {**defn["spec"]["release"]["labels"], "rollout": "two"}
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(changed))
+        generation = get_json(control_plane, stack.definitions, name)["metadata"]["generation"]
+
+        def labels() -> dict[str, str | None]:
+            items = get_json(control_plane, backing, "-n", namespace)["items"]
+            return {i["metadata"]["name"]: i["metadata"].get("labels", {}).get("rollout") for i in items}
+
+        wait_for(lambda: set(labels().values()) == {"two"}, "every backing object rolled out", timeout=90)
+        assert sorted(labels()) == sorted(f"{prefix}{i}" for i in INSTANCES)
+        assert webhook.policy.denied == {f"{prefix}{i}": REJECTIONS for i in DENIED}
+
+        def rollout_status() -> dict[str, Any] | None:
+            progress = get_json(control_plane, stack.definitions, name).get("status", {}).get("rollout")
+            return progress if progress and progress["complete"] else None
+
+        progress = wait_for(rollout_status, "status.rollout complete")
+        assert progress["observedGeneration"] == generation
+        assert progress["attempts"] == REJECTIONS + 1
+        assert (progress["instances"], progress["rolledOut"], progress["failed"]) == (len(INSTANCES),) * 2 + (0,)
+
+        events = _events(control_plane, name)
+        incomplete = [e for e in events if e["reason"] == "RolloutIncomplete"]
+        assert incomplete and all(e["type"] == "Warning" for e in incomplete)
+        assert any(f"{len(DENIED)} failed" in e["message"] and "denied by the test webhook" in e["message"]
+                   for e in incomplete), incomplete
+        done = [e for e in events if e["reason"] == "RolledOut"]
+        assert done and done[-1]["type"] == "Normal" and "0 failed" in done[-1]["message"]
+    finally:
+        kubectl(control_plane, "delete", "validatingwebhookconfiguration", hook, "--ignore-not-found")
+        kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")
