@@ -125,11 +125,17 @@ def test_wrong_kind(check: Checker) -> None:
     assert "kind" in status["message"]
 
 
-def test_namespace_mismatch(check: Checker) -> None:
-    body = redis()
-    body["metadata"]["namespace"] = OTHER_NS
-    status = check.expect("POST", BASE, body, 400, "BadRequest")
+@pytest.mark.parametrize(("url_ns", "body_ns"), [(NS, OTHER_NS), (OTHER_NS, NS)])
+def test_namespace_mismatch(check: Checker, api: Api, url_ns: str, body_ns: str) -> None:
+    body = redis("mismatched")
+    body["metadata"]["namespace"] = body_ns
+    status = check.expect("POST", BASE.replace(f"/namespaces/{NS}/", f"/namespaces/{url_ns}/"), body, 400,
+                          "BadRequest")
     assert "namespace" in status["message"]
+    # Neither the namespace of the URL nor the one of the body got the object.
+    for ns in (NS, OTHER_NS):
+        code, _ = api.request("GET", f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/redises/mismatched")
+        assert code == 404, ns
 
 
 def test_name_mismatch_on_update(check: Checker) -> None:
@@ -219,9 +225,18 @@ def test_unsupported_content_type_on_post(check: Checker, content_type: str) -> 
     check.expect("POST", BASE, json.dumps(redis("typed")), 415, "UnsupportedMediaType", content_type=content_type)
 
 
-def test_strategic_merge_patch(check: Checker) -> None:
-    check.expect("PATCH", f"{BASE}/existing", {"spec": {"replicas": 3}}, 415, "UnsupportedMediaType",
-                 content_type="application/strategic-merge-patch+json")
+def test_strategic_merge_patch(check: Checker, api: Api) -> None:
+    """Refused with 415 as kube-apiserver refuses it for a custom resource (here the definition)."""
+    smp = "application/strategic-merge-patch+json"
+    code, crd_answer = api.request("PATCH", "/apis/cozystack.io/v1alpha1/applicationdefinitions/redis",
+                                   {"metadata": {"labels": {"x": "y"}}}, content_type=smp)
+    assert (code, crd_answer["reason"]) == (415, "UnsupportedMediaType"), crd_answer
+    _, before = api.request("GET", f"{BASE}/existing")
+    status = check.expect("PATCH", f"{BASE}/existing", {"spec": {"replicas": before["spec"]["replicas"] + 1}}, 415,
+                          "UnsupportedMediaType", content_type=smp)
+    assert "strategic-merge-patch" in status["message"]
+    _, after = api.request("GET", f"{BASE}/existing")
+    assert after == before
 
 
 # --------------------------------------------------------------------------- state: 409 / 404

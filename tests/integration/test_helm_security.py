@@ -3,16 +3,24 @@
 Two paths are exercised: through kube-apiserver with real users (client certificates signed by
 the cluster CA, RBAC bound per namespace), and straight to the service's port, where a caller
 can try to impersonate kube-apiserver's front proxy.  The direct path is also how the service's
-own SubjectAccessReview and its decision cache are tested: kube-apiserver authorizes every
-request itself before proxying it, so through it our authorizer only ever sees allowed users.
+own SubjectAccessReview and its decision cache are tested.
+
+kube-apiserver authorizes every request itself before proxying it, and with RBAC alone it asks
+the same question the service's SubjectAccessReview asks, so a 403 through it never shows that
+the service authorizes at all; nor can RBAC answer differently for a user with an extra.  For
+both, the local cluster sends the decisions about users of ``AUTHZ_WEBHOOK_GROUP`` to an
+authorization webhook that these tests serve: it can allow kube-apiserver's own check and deny
+the service's review that follows, and deny a user only when an extra is present.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
+import threading
 import urllib.error
 import urllib.request
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +28,9 @@ from typing import Any
 import pytest
 import yaml
 from localcluster import pki, services
-from localcluster.cluster import Cluster
+from localcluster.cluster import AUTHZ_WEBHOOK_GROUP, Cluster
 
+from tests import webhooks
 from tests.kube import Api, load_fixture, wait_for
 
 GROUP = "apps.cozystack.io"
@@ -154,6 +163,49 @@ def mallory(helm: Cluster) -> Path:
 
 REDISES_A = f"/apis/{GROUP}/{VERSION}/namespaces/{NS_A}/redises"
 REDISES_B = f"/apis/{GROUP}/{VERSION}/namespaces/{NS_B}/redises"
+#: The extra (X-Remote-Extra-Agl-Test-Deny) that makes the test authorizer deny a "fenced-" user.
+DENY_EXTRA = "agl-test-deny"
+
+
+class TestAuthorizer:
+    """The decisions of the authorization webhook for ``AUTHZ_WEBHOOK_GROUP`` users, by user name:
+
+    * ``fenced-*``: allowed, unless the review carries the extra :data:`DENY_EXTRA`;
+    * ``once-*``: allowed the first time the user is reviewed (kube-apiserver's own check of the
+      request), denied every later time (the service's SubjectAccessReview of the same request).
+
+    Every decision is recorded per user, in order.
+    """
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        self.decisions: dict[str, list[bool]] = defaultdict(list)
+        self._lock = threading.Lock()
+
+    def decide(self, review: dict[str, Any]) -> dict[str, Any]:
+        spec = review["spec"]
+        user = str(spec.get("user", ""))
+        with self._lock:
+            seen = self.decisions[user]
+            if user.startswith("fenced-"):
+                allowed = DENY_EXTRA not in {k.lower() for k in spec.get("extra") or {}}
+            elif user.startswith("once-"):
+                allowed = not seen
+            else:
+                return {**review, "status": {"allowed": False}}  # no opinion: RBAC decides
+            seen.append(allowed)
+            reason = f"test authorizer, review {len(seen)} of {user}"
+        return {**review, "status": {"allowed": allowed, "denied": not allowed, "reason": reason}}
+
+
+@pytest.fixture(scope="module")
+def authorizer(helm: Cluster) -> Iterator[TestAuthorizer]:
+    """The test authorizer, served where the local kube-apiserver sends its webhook reviews."""
+    port, serving = helm.authz_webhook()
+    decisions = TestAuthorizer()
+    with webhooks.serve(decisions.decide, serving.cert, serving.key, port=port):
+        yield decisions
 
 
 # ------------------------------------------------------------------------- unauthenticated paths
@@ -268,12 +320,52 @@ def test_decision_cache_does_not_leak_between_users(helm: Cluster, direct: Direc
         assert direct.request(REDISES_A, cert=front_proxy, headers=as_user("bob", "system:masters"))[0] == 200
         code, body, _ = direct.request(REDISES_A, cert=front_proxy, headers=as_user("bob"))
         assert_status(code, body, 403, "Forbidden")
-        code, body, _ = direct.request(REDISES_A, cert=front_proxy,
-                                       headers={**as_user("bob"), "X-Remote-Extra-Scopes": "masters"})
-        assert_status(code, body, 403, "Forbidden")
     # A denied namespace does not become allowed through an allowed one's cache entry.
     code, body, _ = direct.request(REDISES_B, cert=front_proxy, headers=as_user("alice"))
     assert_status(code, body, 403, "Forbidden")
+
+
+def test_decision_cache_is_keyed_by_extras(helm: Cluster, direct: Direct, front_proxy: tuple[Path, Path],
+                                           authorizer: TestAuthorizer) -> None:
+    """A user allowed without an extra and denied with it gets both answers, whichever is cached first."""
+    for user, first_marked in (("fenced-allowed-first", False), ("fenced-denied-first", True)):
+        plain = as_user(user, AUTHZ_WEBHOOK_GROUP)
+        marked = {**plain, f"X-Remote-Extra-{DENY_EXTRA}": "yes"}
+        for _ in range(2):
+            for headers in ((marked, plain) if first_marked else (plain, marked)):
+                code, body, _ = direct.request(REDISES_A, cert=front_proxy, headers=headers)
+                if headers is marked:
+                    assert_status(code, body, 403, "Forbidden")
+                else:
+                    assert code == 200 and body["kind"] == "RedisList", (user, code, body)
+        # One review per distinct identity: the rest came from the cache, each under its own key.
+        assert sorted(authorizer.decisions[user]) == [False, True], authorizer.decisions[user]
+
+
+@pytest.mark.parametrize(("verb", "method", "path", "payload"), [
+    ("list", "GET", REDISES_A, None),
+    ("watch", "GET", f"{REDISES_A}?watch=true&timeoutSeconds=1", None),
+    ("create", "POST", REDISES_A, manifest("let-through", NS_A)),
+    ("delete", "DELETE", f"{REDISES_A}/guarded", None),
+    ("patch", "PATCH", f"{REDISES_A}/guarded", '{"spec":{"replicas":9}}'),
+])
+def test_service_authorizes_what_kube_apiserver_let_through(
+        helm: Cluster, authorizer: TestAuthorizer, verb: str, method: str, path: str, payload: str | None) -> None:
+    """kube-apiserver allows the request, the service's own SubjectAccessReview denies it: 403, no effect."""
+    kubectl(helm, "apply", "-f", "-", input=manifest("guarded", NS_A, {"replicas": 1}))
+    before = json.loads(kubectl(helm, "get", HR, "redis-guarded", "-n", NS_A, "-o", "json").stdout)
+    user = f"once-{verb}"
+    raw = user_api(helm, helm.user_kubeconfig(user, (AUTHZ_WEBHOOK_GROUP,)))
+    code, body = raw.request(method, path, payload, content_type="application/merge-patch+json"
+                             if method == "PATCH" else "application/json")
+    assert_status(code, body, 403, "Forbidden")
+    # The first review (kube-apiserver's) allowed it; the 403 is the service's, from the second.
+    assert authorizer.decisions[user] == [True, False]
+    assert f'User "{user}" cannot {verb} resource "redises"' in body["message"]
+    assert "test authorizer" not in body["message"]  # kube-apiserver quotes the webhook's reason
+    assert "redis-let-through" not in release_names(helm, NS_A)
+    after = json.loads(kubectl(helm, "get", HR, "redis-guarded", "-n", NS_A, "-o", "json").stdout)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
 # ------------------------------------------------------------------- RBAC through kubectl

@@ -24,23 +24,25 @@ from localcluster.cluster import Cluster
 
 from tests.kube import Api, load_fixture, wait_for
 
-NS = "restart"
 GROUP_PATH = "/apis/apps.cozystack.io/v1alpha1"
-REDISES = f"{GROUP_PATH}/namespaces/{NS}/redises"
 
 Seen = list[tuple[str, str]]
 
 
-def _manifest(name: str, replicas: int) -> str:
+def _redises(ns: str) -> str:
+    return f"{GROUP_PATH}/namespaces/{ns}/redises"
+
+
+def _manifest(ns: str, name: str, replicas: int) -> str:
     return json.dumps({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Redis",
-                       "metadata": {"name": name, "namespace": NS}, "spec": {"replicas": replicas}})
+                       "metadata": {"name": name, "namespace": ns}, "spec": {"replicas": replicas}})
 
 
-def _stream(api: Api, resource_version: str) -> list[dict[str, Any]]:
+def _stream(api: Api, ns: str, resource_version: str) -> list[dict[str, Any]]:
     """Read a whole (short) watch; the response is JSON lines.  A watch refused outright is
     returned as the ERROR event a client would act on the same way."""
     req = urllib.request.Request(
-        api.cluster.server + f"{REDISES}?watch=true&resourceVersion={resource_version}&timeoutSeconds=3",
+        api.cluster.server + f"{_redises(ns)}?watch=true&resourceVersion={resource_version}&timeoutSeconds=3",
         headers={"Accept": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30, context=api.ctx) as resp:
@@ -56,70 +58,79 @@ def _changes(events: list[dict[str, Any]]) -> Seen:
     return [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
 
 
-def _fresh_namespace(cluster: Cluster, api: Api) -> str:
-    """An empty namespace with the Redis kind served; returns the list's resourceVersion."""
-    cluster.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=120)
-    cluster.kubectl("create", "namespace", NS)
+def _names(api: Api, ns: str) -> list[str]:
+    code, listing = api.request("GET", _redises(ns))
+    assert code == 200, listing
+    return [i["metadata"]["name"] for i in listing["items"]]
+
+
+def _new_namespace(cluster: Cluster, api: Api, ns: str) -> str:
+    """A namespace of the test's own holding one Redis, "before"; returns the list's resourceVersion."""
+    cluster.kubectl("create", "namespace", ns)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(load_fixture("redis.yaml")))
-    wait_for(lambda: api.request("GET", REDISES)[0] == 200, "redis kind served", timeout=60)
-    cluster.kubectl("apply", "-f", "-", input=_manifest("before", 2))
-    code, listing = wait_for(lambda: (lambda r: r if [i["metadata"]["name"] for i in r[1]["items"]] == ["before"]
-                                      else None)(api.request("GET", REDISES)), "the service's cache to hold 'before'")
-    assert code == 200
+    wait_for(lambda: api.request("GET", _redises(ns))[0] == 200, "redis kind served", timeout=60)
+    cluster.kubectl("apply", "-f", "-", input=_manifest(ns, "before", 2))
+    wait_for(lambda: _names(api, ns) == ["before"], "the service's cache to hold 'before'")
+    code, listing = api.request("GET", _redises(ns))
+    assert code == 200 and [i["metadata"]["name"] for i in listing["items"]] == ["before"]
     return str(listing["metadata"]["resourceVersion"])
 
 
-def _write_missed_changes(cluster: Cluster) -> None:
+def _write_missed_changes(cluster: Cluster, ns: str) -> None:
     """Create one object, change and delete another: what a client that was cut off missed."""
-    cluster.kubectl("apply", "-f", "-", input=_manifest("after", 3))
-    cluster.kubectl("patch", "redis", "before", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":4}}')
-    cluster.kubectl("delete", "redis", "before", "-n", NS)
+    cluster.kubectl("apply", "-f", "-", input=_manifest(ns, "after", 3))
+    cluster.kubectl("patch", "redis", "before", "-n", ns, "--type=merge", "-p", '{"spec":{"replicas":4}}')
+    cluster.kubectl("delete", "redis", "before", "-n", ns)
 
 
 def test_watch_resumes_exactly_after_kube_apiserver_restart(control_plane: Cluster, helm_service: services.Running,
                                                           api: Api) -> None:
-    last_seen = _fresh_namespace(control_plane, api)
+    ns = "restart-resume"
+    last_seen = _new_namespace(control_plane, api, ns)
 
     control_plane.restart_apiserver()
     # No write until the service's cache is live again (the probe shows up in its list): then
     # its history still reaches back to last_seen and every later change is an event of its own.
-    wait_for(lambda: control_plane.kubectl("apply", "-f", "-", input=_manifest("probe", 1)).returncode == 0,
+    wait_for(lambda: control_plane.kubectl("apply", "-f", "-", input=_manifest(ns, "probe", 1)).returncode == 0,
              "the aggregated API back after the restart", timeout=60, interval=1)
-    wait_for(lambda: "probe" in [i["metadata"]["name"] for i in api.request("GET", REDISES)[1]["items"]],
-             "the service's cache to see the probe", timeout=60)
-    _write_missed_changes(control_plane)
+    wait_for(lambda: "probe" in _names(api, ns), "the service's cache to see the probe", timeout=60)
+    _write_missed_changes(control_plane, ns)
 
     expected = [("ADDED", "probe"), ("ADDED", "after"), ("MODIFIED", "before"), ("DELETED", "before")]
-    seen = wait_for(lambda: (lambda s: s if ("DELETED", "before") in s else None)(_changes(_stream(api, last_seen))),
-                    "the resumed watch to deliver the missed changes", timeout=60, interval=1)
+    def resumed() -> Seen | None:
+        seen = _changes(_stream(api, ns, last_seen))
+        return seen if ("DELETED", "before") in seen else None
+
+    seen = wait_for(resumed, "the resumed watch to deliver the missed changes", timeout=60, interval=1)
     assert seen == expected
     # Resuming from any point in between gives exactly the rest: nothing twice.
-    code, listing = api.request("GET", REDISES)
+    code, listing = api.request("GET", _redises(ns))
     assert code == 200
     assert sorted(i["metadata"]["name"] for i in listing["items"]) == ["after", "probe"]
-    assert _changes(_stream(api, str(listing["metadata"]["resourceVersion"]))) == []
+    assert _changes(_stream(api, ns, str(listing["metadata"]["resourceVersion"]))) == []
 
 
 def test_watch_from_a_lost_resource_version_is_410_and_relist_is_exact(
         control_plane: Cluster, helm_service: services.Running, api: Api) -> None:
-    last_seen = _fresh_namespace(control_plane, api)
+    ns = "restart-relist"
+    last_seen = _new_namespace(control_plane, api, ns)
 
     # kube-apiserver and the service restart together (a node reboot, a rollout of both): the
     # service's cache starts over at a newer resourceVersion, so last_seen is no longer served.
-    control_plane.kubectl("create", "configmap", "advance-the-revision", "-n", NS)
+    control_plane.kubectl("create", "configmap", "advance-the-revision", "-n", ns)
     services.stop(control_plane, services.HELM_AGL)
     control_plane.restart_apiserver()
     services.start(control_plane, services.HELM_AGL)
-    _write_missed_changes(control_plane)
+    _write_missed_changes(control_plane, ns)
 
-    events = _stream(api, last_seen)
+    events = _stream(api, ns, last_seen)
     assert [e["type"] for e in events] == ["ERROR"], events
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
-    code, listing = api.request("GET", REDISES)
+    code, listing = api.request("GET", _redises(ns))
     assert code == 200
     assert [(i["metadata"]["name"], i["spec"]["replicas"]) for i in listing["items"]] == [("after", 3)]
     relisted = str(listing["metadata"]["resourceVersion"])
-    control_plane.kubectl("patch", "redis", "after", "-n", NS, "--type=merge", "-p", '{"spec":{"replicas":5}}')
-    seen = wait_for(lambda: _changes(_stream(api, relisted)), "the change after the re-list", timeout=30)
+    control_plane.kubectl("patch", "redis", "after", "-n", ns, "--type=merge", "-p", '{"spec":{"replicas":5}}')
+    seen = wait_for(lambda: _changes(_stream(api, ns, relisted)), "the change after the re-list", timeout=30)
     assert seen == [("MODIFIED", "after")]

@@ -12,12 +12,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import ssl
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import pytest
 from localcluster.cluster import Cluster
 
 from shared.security import tls
+from tests import webhooks
 from tests.kube import get_json, kubectl, load_fixture, wait_for
 
 #: Patches of each chosen backing object that the webhook denies before it lets one through.
@@ -91,34 +90,14 @@ def webhook(tmp_path: Path) -> Iterator[Webhook]:
     serving = tls.new_cert(ca, "127.0.0.1", ip_addresses=("127.0.0.1",), days=1)
     (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
     (tmp_path / "tls.key").write_bytes(serving.key_pem)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
     policy = DenyFirstPatches(set())
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": policy.review(review["request"])}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def decide(review: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": policy.review(review["request"])}
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Webhook(f"https://127.0.0.1:{server.server_address[1]}/validate",
-                      base64.b64encode(ca.cert_pem).decode(), policy)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with webhooks.serve(decide, tmp_path / "tls.crt", tmp_path / "tls.key") as port:
+        yield Webhook(f"https://127.0.0.1:{port}/validate", base64.b64encode(ca.cert_pem).decode(), policy)
 
 
 def _register(cluster: Cluster, hook: Webhook, stack: Stack, namespace: str) -> str:

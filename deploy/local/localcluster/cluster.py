@@ -27,6 +27,11 @@ from . import build, paths, pki
 from .build import log
 
 SERVICE_CIDR = "10.0.0.0/24"
+#: Users in this group (and only they) are also authorized by a webhook that a test may serve on
+#: :attr:`State.authz_webhook_port`: decisions RBAC cannot express (e.g. by a user's extras).
+#: Nothing is asked of the webhook for anyone else, and when none is listening it has no opinion,
+#: so every other request is decided by RBAC alone, as without it.
+AUTHZ_WEBHOOK_GROUP = "agl-test:authz-webhook"
 
 
 class ClusterError(RuntimeError):
@@ -60,6 +65,7 @@ class State:
     api_port: int
     etcd_pid: int = 0
     api_pid: int = 0
+    authz_webhook_port: int = 0
 
 
 class Cluster:
@@ -107,7 +113,47 @@ class Cluster:
                                  ips=("127.0.0.1", "10.0.0.1")),
             "front-proxy-client": pki.issue(front_ca, self.pki_dir, "front-proxy-client", "front-proxy-client"),
             "admin": pki.issue(ca, self.pki_dir, "admin", "agl-admin", orgs=("system:masters",)),
+            "authz-webhook-ca": pki.ensure_ca(self.pki_dir, "authz-webhook-ca", "agl-local-authz-webhook-ca"),
         }
+
+    def authz_webhook(self) -> tuple[int, pki.KeyPair]:
+        """Where kube-apiserver sends the authorization webhook's reviews, and a serving certificate
+        it trusts for that address; see :data:`AUTHZ_WEBHOOK_GROUP`."""
+        state = self._state()
+        if state is None or not state.authz_webhook_port:
+            raise ClusterError(f"cluster {self.name!r} is not running with an authorization webhook")
+        ca = self._certs()["authz-webhook-ca"]
+        return state.authz_webhook_port, pki.issue(ca, self.pki_dir, "authz-webhook", "127.0.0.1", ips=("127.0.0.1",),
+                                                   server=True)
+
+    def _authorization_config(self, state: State) -> Path:
+        """RBAC, preceded by the test authorization webhook for :data:`AUTHZ_WEBHOOK_GROUP` only."""
+        kubeconfig = self.dir / "authz-webhook.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "authz-webhook", "cluster": {
+                "server": f"https://127.0.0.1:{state.authz_webhook_port}/authorize",
+                "certificate-authority": str(self._certs()["authz-webhook-ca"].cert)}}],
+            "users": [{"name": "kube-apiserver", "user": {}}],
+            "contexts": [{"name": "authz-webhook", "context": {"cluster": "authz-webhook", "user": "kube-apiserver"}}],
+            "current-context": "authz-webhook",
+        }))
+        webhook = {"type": "Webhook", "name": "agl-test-webhook", "webhook": {
+            "timeout": "3s", "failurePolicy": "NoOpinion",
+            "subjectAccessReviewVersion": "v1", "matchConditionSubjectAccessReviewVersion": "v1",
+            # Every question reaches the test: it may answer the same one differently.
+            "cacheAuthorizedRequests": False, "cacheUnauthorizedRequests": False,
+            "connectionInfo": {"type": "KubeConfigFile", "kubeConfigFile": str(kubeconfig)},
+            "matchConditions": [{"expression": f"'{AUTHZ_WEBHOOK_GROUP}' in request.groups"}],
+        }}
+        rbac = {"type": "RBAC", "name": "rbac"}
+        config = self.dir / "authorization.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration",
+            # A state file from before the webhook existed has no port for it.
+            "authorizers": [webhook, rbac] if state.authz_webhook_port else [rbac],
+        }))
+        return config
 
     def _write_kubeconfig(self, path: Path, user: str, pair: pki.KeyPair, server: str) -> Path:
         config = {
@@ -142,7 +188,8 @@ class Cluster:
         if fresh:
             shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         certs = self._certs()
-        state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port())
+        state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port(),
+                      authz_webhook_port=free_port())
         log(f"starting etcd on 127.0.0.1:{state.etcd_port}")
         state.etcd_pid = self._spawn("etcd", [
             str(binaries.etcd), "--name", "agl-local", "--data-dir", str(self.dir / "etcd"),
@@ -176,7 +223,8 @@ class Cluster:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-            "--authorization-mode=RBAC", "--allow-privileged=true", "--endpoint-reconciler-type=none",
+            f"--authorization-config={self._authorization_config(state)}",
+            "--allow-privileged=true", "--endpoint-reconciler-type=none",
             # API aggregation: kube-apiserver proxies to extension servers with this client cert, and
             # tells them who the user is through the request headers named here.
             f"--requestheader-client-ca-file={certs['front-proxy-ca'].cert}",
