@@ -54,7 +54,8 @@ def _stream(api: Api, ns: str, resource_version: str) -> list[dict[str, Any]]:
 
 
 def _changes(events: list[dict[str, Any]]) -> Seen:
-    assert not [e for e in events if e["type"] == "ERROR"], events
+    errors = [(e["object"].get("code"), e["object"].get("message")) for e in events if e["type"] == "ERROR"]
+    assert not errors, errors
     return [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
 
 

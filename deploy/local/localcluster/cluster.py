@@ -32,6 +32,8 @@ SERVICE_CIDR = "10.0.0.0/24"
 #: Nothing is asked of the webhook for anyone else, and when none is listening it has no opinion,
 #: so every other request is decided by RBAC alone, as without it.
 AUTHZ_WEBHOOK_GROUP = "agl-test:authz-webhook"
+#: Seconds :meth:`Cluster.restart_apiserver` lets kube-apiserver shut down before killing it.
+RESTART_GRACE = 10
 
 
 class ClusterError(RuntimeError):
@@ -248,8 +250,14 @@ class Cluster:
             raise ClusterError(f"cluster {self.name!r} is not running")
         with contextlib.suppress(OSError):
             os.killpg(state.api_pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + RESTART_GRACE
         while _alive(state.api_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # kube-apiserver stops listening at once but may go on serving the watches it has; like a
+        # kubelet after the grace period, end it, so that a restart really cuts every connection.
+        with contextlib.suppress(OSError):
+            os.killpg(state.api_pid, signal.SIGKILL)
+        while _alive(state.api_pid):
             time.sleep(0.1)
         binaries = build.ensure_binaries()
         state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
