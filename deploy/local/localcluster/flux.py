@@ -1,0 +1,127 @@
+"""Run the real source-controller and helm-controller as local processes against the local control plane.
+
+Both are the pinned releases built by :func:`build.ensure_flux`. Each runs under its own
+client-certificate identity bound to a ClusterRole that grants what it needs here (in a Flux install
+helm-controller is cluster-admin; here it may only manage the kinds the sample charts create). Every
+listener is on a free 127.0.0.1 port: source-controller serves its artifact storage there and
+advertises that address in ``status.artifact.url``, which is where helm-controller downloads charts.
+Leader election is off: one replica each.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import build, chartrepo, pki
+from .build import log
+from .cluster import Cluster, free_port
+from .processes import Process
+
+#: The namespace of the HelmRepository that points at :mod:`chartrepo` (cozystack keeps its sources there).
+SOURCES_NAMESPACE = "cozy-system"
+HELM_REPOSITORY = "agl-charts"
+SAMPLE_SOURCES = Path(__file__).resolve().parents[2] / "samples" / "sources"
+
+_FLUX_SOURCES = "source.toolkit.fluxcd.io"
+_SOURCE_KINDS = ["buckets", "gitrepositories", "helmcharts", "helmrepositories", "ocirepositories",
+                 "externalartifacts"]
+_EVENTS = [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+
+#: What each controller may do. source-controller reconciles the source kinds and reads the Secrets
+#: they reference; helm-controller reconciles HelmReleases, reads their chart sources, and (acting as
+#: Helm) manages release Secrets and what the sample charts render: ConfigMaps, Secrets, Services.
+RULES: dict[str, list[dict[str, Any]]] = {
+    "source-controller": [
+        *_EVENTS,
+        {"apiGroups": [""], "resources": ["secrets", "configmaps", "serviceaccounts"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [_FLUX_SOURCES], "resources": _SOURCE_KINDS,
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [_FLUX_SOURCES],
+         "resources": [f"{kind}/{sub}" for kind in _SOURCE_KINDS for sub in ("status", "finalizers")],
+         "verbs": ["get", "update", "patch"]},
+    ],
+    "helm-controller": [
+        *_EVENTS,
+        {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases/status", "helmreleases/finalizers"],
+         "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [_FLUX_SOURCES], "resources": ["helmcharts", "ocirepositories", "externalartifacts"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Controllers:
+    chart_repository: str
+    storage: str
+
+
+def identity(cluster: Cluster, name: str) -> Path:
+    """A kubeconfig for ``agl:<name>`` bound to its ClusterRole (created or updated here)."""
+    user = f"agl:{name}"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": user}, "rules": RULES[name]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": user},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": [role, binding]}))
+    ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
+    pair = pki.issue(ca, cluster.pki_dir, f"flux-{name}", user)
+    return cluster.write_kubeconfig(cluster.dir / f"flux-{name}.kubeconfig", user, pair, cluster.server)
+
+
+def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str], port: int) -> None:
+    """Start one controller (unless it runs) with every listener on loopback; ``port`` is recorded."""
+    process = Process(cluster, name)
+    if process.running() is not None:
+        return
+    kubeconfig = identity(cluster, name)
+    health = free_port()
+    workdir = cluster.dir / name
+    workdir.mkdir(exist_ok=True)
+    process.spawn([str(binary), "--enable-leader-election=false", f"--metrics-addr=127.0.0.1:{free_port()}",
+                   f"--health-addr=127.0.0.1:{health}", "--events-addr=", *extra],
+                  port=port, ready_url=f"http://127.0.0.1:{health}/readyz", cwd=workdir,
+                  env={"KUBECONFIG": str(kubeconfig), "HOME": str(workdir), "TMPDIR": str(workdir)},
+                  timeout=120)
+    log(f"started {name} ({binary.name}), log {process.log_file}")
+
+
+def apply_sources(cluster: Cluster, url: str) -> None:
+    """Apply the sample HelmRepository/HelmCharts with the repository URL of this run."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SOURCES_NAMESPACE}}))
+    for path in sorted(SAMPLE_SOURCES.glob("*.yaml")):
+        text = path.read_text().replace("http://127.0.0.1:8879/", url)
+        cluster.kubectl("apply", "-f", "-", input=text)
+
+
+def start(cluster: Cluster) -> Controllers:
+    """Build (or reuse) the controllers, serve the charts, start both controllers, apply the sources."""
+    binaries = build.ensure_flux()
+    repository = chartrepo.start(cluster)
+    running = Process(cluster, "source-controller").running()
+    storage = f"127.0.0.1:{running.port if running else free_port()}"
+    _start_controller(cluster, "source-controller", binaries.source_controller, [
+        f"--storage-path={cluster.dir / 'source-controller' / 'artifacts'}",
+        f"--storage-addr={storage}", f"--storage-adv-addr={storage}"], port=int(storage.rsplit(":", 1)[1]))
+    _start_controller(cluster, "helm-controller", binaries.helm_controller, [], port=0)
+    apply_sources(cluster, repository.url)
+    return Controllers(repository.url, storage)
+
+
+def stop(cluster: Cluster) -> None:
+    for name in ("helm-controller", "source-controller"):
+        Process(cluster, name).stop()
+    chartrepo.stop(cluster)
