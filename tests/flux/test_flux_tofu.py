@@ -8,7 +8,8 @@ created through kubectl, the Terraform tofu_agl wrote is read back from kube-api
 a map of ``spec.vars[].name`` to the raw JSON ``value`` (``varsFrom`` entries merged over it),
 marshalled as JSON into ``generated.auto.tfvars.json`` in the module's working directory. Then
 ``tofu init``, ``plan`` and ``apply`` with local state, and the module's ``received`` output must
-be exactly the Application's values, typed as the module declares them.
+be exactly the Application's values, typed as the module declares them (the runner's step is
+reproduced in ``localcluster.tofurunner``, shared with ``nox -s demo``).
 
 tofu-controller itself does not build here (its ``api`` module is not on the module proxy), so
 what happens around this step (plan ids, approval, outputs Secret) stays covered by the played
@@ -18,16 +19,13 @@ statuses of the integration tier.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from localcluster import build, services
+from localcluster import build, services, tofurunner
 from localcluster.cluster import Cluster
 
 from tests.kube import FIXTURES, ROOT, get_json, kubectl, load_fixture, wait_for
@@ -37,7 +35,7 @@ NS = "tenant-oracle"
 TF = "terraforms.infra.contrib.fluxcd.io"
 FLUX_FIXTURES = ROOT / "tests" / "fixtures" / "flux"
 #: Where the tree of each source a definition names lives in this repository.
-SOURCE_TREES = (FIXTURES / "modules", FLUX_FIXTURES / "modules")
+SOURCE_TREES = (tofurunner.SAMPLE_MODULES, FLUX_FIXTURES / "modules")
 #: kind -> (plural, release prefix of its definition)
 KINDS = {"VPC": ("vpcs", "vpc-"), "S3Bucket": ("s3buckets", "s3bucket-"), "EdgeCase": ("edgecases", "edge-")}
 
@@ -77,40 +75,12 @@ def create(cluster: Cluster, kind: str, name: str, spec: dict[str, Any]) -> dict
     return terraform
 
 
-def module_dir(terraform: dict[str, Any]) -> Path:
-    source = terraform["spec"]["sourceRef"]["name"]
-    for tree in SOURCE_TREES:
-        if (tree / source).is_dir():
-            return (tree / source / terraform["spec"].get("path", ".")).resolve()
-    raise AssertionError(f"no module tree for source {source!r} under {SOURCE_TREES}")
-
-
-def runner_var_file(terraform: dict[str, Any]) -> str:
-    """``generated.auto.tfvars.json`` as tofu-controller's runner writes it (no varsFrom object exists here)."""
-    return json.dumps({var["name"]: var.get("value") for var in terraform["spec"].get("vars", [])})
-
-
-def run_tofu(tofu: Path, workdir: Path, *args: str) -> str:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(workdir), "TF_IN_AUTOMATION": "1",
-           "TF_CLI_CONFIG_FILE": str(workdir / "no-network.tofurc")}
-    result = subprocess.run([str(tofu), *args, "-no-color"], cwd=workdir, env=env, capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, f"tofu {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def apply_with_tofu(tofu: Path, terraform: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """Copy the module, write the runner's var file, init/plan/apply with local state; return the outputs."""
-    workdir = tmp_path / terraform["metadata"]["name"]
-    shutil.copytree(module_dir(terraform), workdir)
-    (workdir / "no-network.tofurc").write_text('provider_installation {\n  direct {\n    exclude = ["*/*/*"]\n  }\n}\n')
-    (workdir / "generated.auto.tfvars.json").write_text(runner_var_file(terraform))
-    run_tofu(tofu, workdir, "init", "-input=false")
-    plan = run_tofu(tofu, workdir, "plan", "-input=false", "-out=plan.tfplan")
-    assert "Plan:" in plan and "to add" in plan, plan
-    run_tofu(tofu, workdir, "apply", "-input=false", "plan.tfplan")
-    outputs: dict[str, Any] = json.loads(run_tofu(tofu, workdir, "output", "-json"))
-    return {name: out["value"] for name, out in outputs.items()}
+    """The runner's var file next to a copy of the module, then init/plan/apply with local state; the outputs."""
+    workdir = tofurunner.prepare(terraform, tmp_path / terraform["metadata"]["name"], SOURCE_TREES)
+    planned = tofurunner.plan(tofu, workdir)
+    assert "Plan:" in planned and "to add" in planned, planned
+    return tofurunner.apply(tofu, workdir)
 
 
 def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:

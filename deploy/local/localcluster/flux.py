@@ -32,7 +32,8 @@ _EVENTS = [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs"
 
 #: What each controller may do. source-controller reconciles the source kinds and reads the Secrets
 #: they reference; helm-controller reconciles HelmReleases, reads their chart sources, and (acting as
-#: Helm) manages release Secrets and what the sample charts render: ConfigMaps, Secrets, Services.
+#: Helm) manages release Secrets and what the sample charts render: ConfigMaps, Secrets, Services,
+#: Deployments.
 RULES: dict[str, list[dict[str, Any]]] = {
     "source-controller": [
         *_EVENTS,
@@ -53,6 +54,8 @@ RULES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [_FLUX_SOURCES], "resources": ["helmcharts", "ocirepositories", "externalartifacts"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"],
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     ],

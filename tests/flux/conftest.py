@@ -1,0 +1,26 @@
+"""The flux tier's fixtures: the real source-controller and helm-controller next to helm_agl."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from localcluster import flux
+from localcluster.cluster import Cluster
+
+
+@pytest.fixture(scope="session")
+def flux_controllers(control_plane: Cluster) -> Iterator[flux.Controllers]:
+    """Both controllers and the chart repository, running until the session ends (logs kept in /tmp)."""
+    controllers = flux.start(control_plane)
+    try:
+        yield controllers
+    finally:
+        flux.stop(control_plane)
+        for name in ("helm-controller", "source-controller"):
+            log = control_plane.logs_dir / f"{name}.log"
+            if log.exists():
+                kept = Path(tempfile.gettempdir()) / f"agl-{control_plane.name}-{name}.log"
+                kept.write_text(log.read_text(errors="replace"))
