@@ -68,7 +68,7 @@ def create(cluster: Cluster, kind: str, name: str, spec: dict[str, Any]) -> dict
     """Create the Application and return the Terraform tofu_agl wrote for it, as kube-apiserver stores it."""
     manifest = {"apiVersion": f"{GROUP}/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": NS},
                 "spec": spec}
-    kubectl(cluster, "apply", "-f", "-", input=json.dumps(manifest))
+    kubectl(cluster, "create", "-f", "-", input=json.dumps(manifest))  # apply would drop explicit nulls
     plural, prefix = KINDS[kind]
     assert get_json(cluster, plural, name, "-n", NS)["metadata"]["name"] == name
     terraform: dict[str, Any] = get_json(cluster, TF, prefix + name, "-n", NS)

@@ -260,7 +260,9 @@ def tofu_target() -> GoTarget:
     module = "github.com/opentofu/opentofu"
     replaces = _cached_replaces(module, versions.OPENTOFU,
                                 lambda text: carried_replaces(module, versions.OPENTOFU, text))
-    return GoTarget("tofu", module, versions.OPENTOFU, f"{module}/cmd/tofu", replaces=replaces)
+    # As OpenTofu's release builds do: without it the binary calls itself "<version>-dev".
+    stamp = (f"-X {module}/version.dev=no",)
+    return GoTarget("tofu", module, versions.OPENTOFU, f"{module}/cmd/tofu", ldflags=stamp, replaces=replaces)
 
 
 @dataclass(frozen=True)
