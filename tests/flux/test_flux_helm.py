@@ -228,3 +228,16 @@ def test_recorded_shapes_match_the_references_the_unit_tests_use(reference: Any)
     real = yaml.safe_load((RECORDED / "helmrelease-installed.yaml").read_text())["status"]
     assert {c["type"] for c in real["conditions"]} >= {"Ready", "Released"}
     assert set(real) - set(ready_ref) <= set(), f"fields only the real status has: {set(real) - set(ready_ref)}"
+
+
+def test_cozystack_shaped_definition_installs_through_an_external_artifact(helm: Cluster) -> None:
+    """The sample postgres definition is cozystack's shape: chartRef ExternalArtifact, waitStrategy poller and
+    health checks for a kind no chart here renders."""
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(load_fixture("postgres.yaml")))
+    wait_for(lambda: "postgreses" in served(helm), "the postgres kind", timeout=60)
+    apply_app(helm, "Postgres", "orders", {"replicas": 3})
+    app = settled(helm, "postgreses", "orders", generation_of="postgres-orders")
+    assert app["status"]["version"] == "0.24.1"
+    assert configmap(helm, "postgres-orders")["replicas"] == "3"
+    recorded("installed-external-artifact", get_json(helm, HR, "postgres-orders", "-n", NS))
+    kubectl(helm, "delete", "postgres", "orders", "-n", NS, "--wait=false")

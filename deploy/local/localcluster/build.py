@@ -156,10 +156,11 @@ def build(target: GoTarget) -> Path:
     log(f"building {target.name} {target.version} from the Go module proxy (cold builds take several minutes)")
     _write_module(target, workdir)
     package = "." if target.main_source is not None else target.package
-    _run([go, "get", f"{target.package}@{target.version}" if package != "." else f"{target.module}@{target.version}"],
-         workdir, f"resolve {target.name}")
-    for module, version in sorted(target.raises.items()):
-        _run([go, "get", f"{module}@{version}"], workdir, f"raise {module} for {target.name}")
+    wanted = f"{target.package}@{target.version}" if package != "." else f"{target.module}@{target.version}"
+    # Raised modules go into the same ``go get``: resolving the target alone would already try to
+    # download the versions its go.mod names, which is what a raise is there to avoid.
+    raised = [f"{module}@{version}" for module, version in sorted(target.raises.items())]
+    _run([go, "get", wanted, *raised], workdir, f"resolve {target.name}")
     tmp = target.binary.with_name(target.binary.name + ".partial")
     ldflags = " ".join(("-s", "-w", *target.ldflags))
     _run([go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package],

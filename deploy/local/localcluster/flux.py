@@ -11,13 +11,16 @@ Leader election is off: one replica each.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from . import build, chartrepo, pki
 from .build import log
-from .cluster import Cluster, free_port
+from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
 
 #: The namespace of the HelmRepository that points at :mod:`chartrepo` (cozystack keeps its sources there).
@@ -102,12 +105,40 @@ def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str
 
 
 def apply_sources(cluster: Cluster, url: str) -> None:
-    """Apply the sample HelmRepository/HelmCharts with the repository URL of this run."""
+    """Apply the sample sources with the repository URL of this run, then publish their ExternalArtifacts."""
     cluster.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SOURCES_NAMESPACE}}))
     for path in sorted(SAMPLE_SOURCES.glob("*.yaml")):
         text = path.read_text().replace("http://127.0.0.1:8879/", url)
         cluster.kubectl("apply", "-f", "-", input=text)
+    for doc in (d for path in sorted(SAMPLE_SOURCES.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())):
+        if doc and doc["kind"] == "ExternalArtifact":
+            publish_external_artifact(cluster, doc["metadata"]["name"], doc["metadata"]["namespace"],
+                                      doc["spec"]["sourceRef"])
+
+
+def publish_external_artifact(cluster: Cluster, name: str, namespace: str, source: dict[str, str],
+                              timeout: float = 180) -> None:
+    """Play cozystack's artifact publisher: copy the Ready source's artifact into the ExternalArtifact's status."""
+    resource = f"{source['kind'].lower()}s.{_FLUX_SOURCES}"
+    deadline = time.monotonic() + timeout
+    while True:
+        got = json.loads(cluster.kubectl("get", resource, source["name"], "-n", source.get("namespace", namespace),
+                                         "-o", "json").stdout)
+        status = got.get("status", {})
+        if status.get("artifact") and any(c["type"] == "Ready" and c["status"] == "True"
+                                          for c in status.get("conditions", [])):
+            break
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{resource}/{source['name']} has no Ready artifact after {timeout:.0f}s: {status}")
+        time.sleep(1)
+    artifact = status["artifact"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    cluster.kubectl("patch", f"externalartifacts.{_FLUX_SOURCES}", name, "-n", namespace, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": {"artifact": artifact, "conditions": [
+                        {"type": "Ready", "status": "True", "reason": "Succeeded", "lastTransitionTime": now,
+                         "observedGeneration": 1,
+                         "message": f"published {artifact['revision']} of {source['kind']}/{source['name']}"}]}}))
 
 
 def start(cluster: Cluster) -> Controllers:
@@ -119,7 +150,10 @@ def start(cluster: Cluster) -> Controllers:
     _start_controller(cluster, "source-controller", binaries.source_controller, [
         f"--storage-path={cluster.dir / 'source-controller' / 'artifacts'}",
         f"--storage-addr={storage}", f"--storage-adv-addr={storage}"], port=int(storage.rsplit(":", 1)[1]))
-    _start_controller(cluster, "helm-controller", binaries.helm_controller, [], port=0)
+    # ExternalArtifact chart sources (what cozystack's definitions use) are behind a feature gate
+    # that is off by default in helm-controller v1.6.2.
+    _start_controller(cluster, "helm-controller", binaries.helm_controller,
+                      ["--feature-gates=ExternalArtifact=true"], port=0)
     apply_sources(cluster, repository.url)
     return Controllers(repository.url, storage)
 
