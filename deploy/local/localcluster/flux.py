@@ -144,17 +144,23 @@ def publish_external_artifact(cluster: Cluster, name: str, namespace: str, sourc
 def start(cluster: Cluster) -> Controllers:
     """Build (or reuse) the controllers, serve the charts, start both controllers, apply the sources."""
     binaries = build.ensure_flux()
-    repository = chartrepo.start(cluster)
-    running = Process(cluster, "source-controller").running()
-    storage = f"127.0.0.1:{running.port if running else free_port()}"
-    _start_controller(cluster, "source-controller", binaries.source_controller, [
-        f"--storage-path={cluster.dir / 'source-controller' / 'artifacts'}",
-        f"--storage-addr={storage}", f"--storage-adv-addr={storage}"], port=int(storage.rsplit(":", 1)[1]))
-    # ExternalArtifact chart sources (what cozystack's definitions use) are behind a feature gate
-    # that is off by default in helm-controller v1.6.2.
-    _start_controller(cluster, "helm-controller", binaries.helm_controller,
-                      ["--feature-gates=ExternalArtifact=true"], port=0)
-    apply_sources(cluster, repository.url)
+    try:
+        repository = chartrepo.start(cluster)
+        running = Process(cluster, "source-controller").running()
+        storage = f"127.0.0.1:{running.port if running else free_port()}"
+        artifacts = cluster.dir / "source-controller" / "artifacts"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        _start_controller(cluster, "source-controller", binaries.source_controller, [
+            f"--storage-path={artifacts}", f"--storage-addr={storage}", f"--storage-adv-addr={storage}"],
+            port=int(storage.rsplit(":", 1)[1]))
+        # ExternalArtifact chart sources (what cozystack's definitions use) are behind a feature gate
+        # that is off by default in helm-controller v1.6.2.
+        _start_controller(cluster, "helm-controller", binaries.helm_controller,
+                          ["--feature-gates=ExternalArtifact=true"], port=0)
+        apply_sources(cluster, repository.url)
+    except BaseException:
+        stop(cluster)
+        raise
     return Controllers(repository.url, storage)
 
 
