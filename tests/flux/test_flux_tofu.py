@@ -83,10 +83,19 @@ def apply_with_tofu(tofu: Path, terraform: dict[str, Any], tmp_path: Path) -> di
     return tofurunner.apply(tofu, workdir)
 
 
-def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:
-    sample = yaml.safe_load((FIXTURES / "applications" / "vpc-network.yaml").read_text())
-    terraform = create(tofu_kinds, "VPC", "oracle", sample["spec"])
+def sample_outputs(cluster: Cluster, tofu: Path, tmp_path: Path, kind: str, sample: str) -> dict[str, Any]:
+    """Create the sample Application, apply its Terraform's vars with OpenTofu; every output the definition
+    publishes must exist in the module."""
+    spec = yaml.safe_load((FIXTURES / "applications" / sample).read_text())["spec"]
+    terraform = create(cluster, kind, "oracle", spec)
     outputs = apply_with_tofu(tofu, terraform, tmp_path)
+    declared = set(terraform["spec"]["writeOutputsToSecret"]["outputs"])
+    assert declared <= set(outputs), f"outputs the definition publishes but the module lacks: {declared - set(outputs)}"
+    return outputs
+
+
+def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:
+    outputs = sample_outputs(tofu_kinds, tofu, tmp_path, "VPC", "vpc-network.yaml")
     assert outputs["received"] == {
         "region": "eu-west-1",
         "cidr_block": "10.20.0.0/16",
@@ -100,14 +109,10 @@ def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, t
         "tags": {"CostCenter": "cc-42"},
     }
     assert len(outputs["public_subnet_ids"]) == 1 and len(outputs["private_subnet_ids"]) == 1
-    declared = set(terraform["spec"]["writeOutputsToSecret"]["outputs"])
-    assert declared <= set(outputs), f"outputs the definition publishes but the module lacks: {declared - set(outputs)}"
 
 
 def test_bucket_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:
-    sample = yaml.safe_load((FIXTURES / "applications" / "s3bucket-assets.yaml").read_text())
-    terraform = create(tofu_kinds, "S3Bucket", "oracle", sample["spec"])
-    outputs = apply_with_tofu(tofu, terraform, tmp_path)
+    outputs = sample_outputs(tofu_kinds, tofu, tmp_path, "S3Bucket", "s3bucket-assets.yaml")
     assert outputs["received"] == {
         "region": "eu-central-1",
         "versioning": True,
@@ -116,8 +121,6 @@ def test_bucket_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path
         "lifecycle_rules": [{"id": "expire-tmp", "prefix": "tmp/", "expirationDays": 7}],
         "tags": {},
     }
-    declared = set(terraform["spec"]["writeOutputsToSecret"]["outputs"])
-    assert declared <= set(outputs), f"outputs the definition publishes but the module lacks: {declared - set(outputs)}"
 
 
 BIG = 2**53 + 1

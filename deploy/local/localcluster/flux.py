@@ -60,6 +60,9 @@ RULES: dict[str, list[dict[str, Any]]] = {
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": ["apps"], "resources": ["deployments"],
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        # Helm's wait reads a Deployment's ReplicaSets and Pods to judge readiness.
+        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
     ],
 }

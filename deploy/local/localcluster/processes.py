@@ -65,19 +65,23 @@ class Process:
         raise ClusterError(f"{self.name} did not become ready within {timeout:.0f}s (log {self.log_file})")
 
     def stop(self) -> None:
-        """TERM, then KILL after a grace period; forget the record."""
+        """Terminate the process (if recorded) and forget the record."""
         if not self.record_file.exists():
             return
-        pid = int(json.loads(self.record_file.read_text())["pid"])
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pid):
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+        terminate(int(json.loads(self.record_file.read_text())["pid"]), grace=15)
         self.record_file.unlink(missing_ok=True)
+
+
+def terminate(pid: int, grace: float) -> None:
+    """TERM the process group ``pid`` leads, KILL it if it is still alive after ``grace`` seconds."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _answers(url: str) -> bool:
