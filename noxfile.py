@@ -44,7 +44,8 @@ def tests(session: nox.Session) -> None:
         session.run("ruff", "check", *PACKAGES, "tests", "docs", "noxfile.py")
         session.run("mypy", "--strict", "-p", "helm_agl", "-p", "tofu_agl", "-p", "shared", "-p", "localcluster")
         session.run("mypy", "--strict", "docs/hybrid_path.py")
-        session.run("pytest", "-ra", "--durations=15", "tests/unit", *session.posargs)
+        if not session.posargs:
+            session.run("pytest", "-ra", "--durations=15", "tests/unit")
         session.log("waiting for the background build (log: %s)", log)
         code = builder.wait()
     finally:
@@ -53,7 +54,8 @@ def tests(session: nox.Session) -> None:
     session.log("build finished after %ds (exit %d)", time.monotonic() - started, code)
     if code != 0:
         session.error(f"python -m localcluster build --flux failed; see {log}")
-    session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", "--ignore=tests/unit", *session.posargs)
+    # With arguments (``nox -s tests -- tests/flux -k helm``) they select what runs, the unit tier included.
+    session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *(session.posargs or ["--ignore=tests/unit"]))
 
 
 @nox.session(python="3.11")
