@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tofu_agl.variables import (
     RESERVED,
@@ -15,6 +17,11 @@ from tofu_agl.variables import (
     to_snake_case,
     variable_name,
     variable_name_error,
+)
+
+#: The name rule's boundaries, shared with the check against real OpenTofu.
+NAMES: dict[str, list[str]] = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "modules" / "variable-names.yaml").read_text()
 )
 
 SCHEMA: dict[str, Any] = {
@@ -97,43 +104,13 @@ def test_reserved_names() -> None:
         assert error is not None and "reserved" in error
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "cidr_block",  # snake_case
-        "recordSet",  # camelCase (variableNaming: verbatim)
-        "HTTPPort",  # upper case start
-        "_x",  # underscore start
-        "__",  # underscores only, but not the reserved "_"
-        "a1",  # digit after the first character
-        "node-count",  # dash inside
-        "a-",  # dash at the end
-        "a_-_1",
-        "Source",  # reserved names are case-sensitive
-        "sources",
-        "z",  # one letter
-    ],
-)
+@pytest.mark.parametrize("name", NAMES["valid"])
 def test_variable_name_valid(name: str) -> None:
     assert variable_name_error(name) is None
     assert VARIABLE_NAME.fullmatch(name)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "1abc",  # digit start
-        "9",
-        "-a",  # dash start
-        "",
-        "a.b",
-        "a b",
-        "a$",
-        "a\n",  # a trailing newline is not part of an identifier
-        "Ä",  # non-ASCII: OpenTofu takes it, we keep to ASCII
-        "größe",
-    ],
-)
+@pytest.mark.parametrize("name", NAMES["invalid"] + NAMES["non_ascii"])
 def test_variable_name_invalid(name: str) -> None:
     error = variable_name_error(name)
     assert error is not None and "must match" in error

@@ -1,0 +1,142 @@
+"""tofu_agl.generate with real OpenTofu and the real control plane.
+
+The generated definition of tests/fixtures/modules/network is applied and Accepted; an object
+that sets nothing gets the Terraform vars tofu-controller would write to the runner's
+``generated.auto.tfvars.json`` (runner/server_generate_tf_vars.go in v0.16.5: one JSON object,
+name -> value), and real ``tofu plan`` accepts them on the module.  The variable-name rule is
+checked against ``tofu validate`` name by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from localcluster import build, services
+from localcluster.cluster import Cluster
+
+from tests.kube import get_json, kubectl, wait_for
+from tofu_agl.variables import RESERVED
+
+MODULES = Path(__file__).resolve().parents[1] / "fixtures" / "modules"
+NAMES: dict[str, list[str]] = yaml.safe_load((MODULES / "variable-names.yaml").read_text())
+GROUP = "tofu.apps.cozystack.io"
+NS = "tenant-generate"
+TF = "terraforms.infra.contrib.fluxcd.io"
+
+
+@pytest.fixture(scope="module")
+def tofu_binary() -> Path:
+    """OpenTofu from ``localcluster.build.ensure_tofu`` when the build has it, else ``$AGL_TOFU``."""
+    ensure = getattr(build, "ensure_tofu", None)
+    if ensure is not None:
+        return Path(ensure())
+    if os.environ.get("AGL_TOFU"):
+        return Path(os.environ["AGL_TOFU"])
+    pytest.skip("no OpenTofu: localcluster.build.ensure_tofu is missing and AGL_TOFU is unset")
+
+
+def tofu(binary: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": os.devnull}
+    return subprocess.run([str(binary), f"-chdir={workdir}", *args], capture_output=True, text=True, env=env,
+                          check=False, timeout=300)
+
+
+def generated(module: str, *flags: str) -> dict[str, Any]:
+    """The definition the CLI prints (as a platform engineer runs it)."""
+    out = subprocess.run([sys.executable, "-m", "tofu_agl.generate", str(MODULES / module), *flags],
+                         capture_output=True, text=True, check=True).stdout
+    definition: dict[str, Any] = yaml.safe_load(out)
+    return definition
+
+
+def accepted(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    defn = get_json(cluster, "tofuapplicationdefinitions", name)
+    for cond in defn.get("status", {}).get("conditions", []):
+        if cond["type"] == "Accepted" and cond.get("observedGeneration") == defn["metadata"]["generation"]:
+            return dict(cond)
+    return None
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane: Cluster, tofu_service: services.Running) -> Iterator[Cluster]:
+    kubectl(control_plane, "create", "namespace", NS, check=False)
+    yield control_plane
+    kubectl(control_plane, "delete", "namespace", NS, "--wait=false", check=False)
+
+
+# ------------------------------------------------------------------------------ generated definitions
+
+
+def test_generated_definition_is_accepted_and_its_defaults_plan(
+    cluster: Cluster, tofu_binary: Path, tmp_path: Path
+) -> None:
+    definition = generated("network", "--kind", "Network", "--source-name", "modules", "--path", "./network")
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
+    cond = wait_for(lambda: accepted(cluster, "network"), "network Accepted condition", timeout=60)
+    assert (cond["status"], cond["reason"]) == ("True", "Accepted"), cond
+
+    app = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Network", "metadata": {"name": "defaults", "namespace": NS},
+           "spec": {}}
+    wait_for(lambda: kubectl(cluster, "apply", "-f", "-", input=json.dumps(app)), "Network kind served", timeout=60)
+    terraform = get_json(cluster, TF, "network-defaults", "-n", NS)
+    tf_vars = {var["name"]: var["value"] for var in terraform["spec"]["vars"]}
+    assert "admin_password" not in tf_vars  # sensitive: the module's own default applies
+
+    workdir = tmp_path / "network"
+    shutil.copytree(MODULES / "network", workdir)
+    (workdir / "generated.auto.tfvars.json").write_text(json.dumps(tf_vars))
+    init = tofu(tofu_binary, workdir, "init", "-input=false", "-no-color")
+    assert init.returncode == 0, init.stderr
+    plan = tofu(tofu_binary, workdir, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=plan.bin")
+    assert plan.returncode == 2, plan.stdout + plan.stderr  # 2: succeeded, with changes
+    shown = json.loads(tofu(tofu_binary, workdir, "show", "-json", "plan.bin").stdout)
+    planned = {name: v["value"] for name, v in shown["variables"].items()}
+    # what OpenTofu computed from the vars equals the vars: defaults were applied the same way
+    for name, value in tf_vars.items():
+        assert planned[name] == value or (name == "dns_servers" and sorted(planned[name]) == sorted(value)), name
+    assert planned["admin_password"] == "change-me-please"
+    assert planned["flow_log_retention_days"] is None
+
+
+def test_verbatim_camel_case_definition_is_accepted(cluster: Cluster) -> None:
+    """recordSet (camelCase) is an OpenTofu identifier: variableNaming verbatim serves it."""
+    definition = generated("edges", "--kind", "DNSZone", "--variable-naming", "verbatim")
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
+    cond = wait_for(lambda: accepted(cluster, "dnszone"), "dnszone Accepted condition", timeout=60)
+    assert (cond["status"], cond["reason"]) == ("True", "Accepted"), cond
+    assert "recordSet" in json.loads(definition["spec"]["application"]["openAPISchema"])["properties"]
+
+
+# ------------------------------------------------------------------------------ the name rule
+
+
+def validates(binary: Path, workdir: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """``tofu validate`` on a module declaring one variable called ``name``."""
+    workdir.mkdir()
+    (workdir / "main.tf").write_text(f"variable {json.dumps(name)} {{\n  type = string\n}}\n")
+    init = tofu(binary, workdir, "init", "-input=false", "-no-color", "-backend=false")
+    if init.returncode != 0:
+        return init
+    return tofu(binary, workdir, "validate", "-no-color")
+
+
+def test_valid_and_non_ascii_names_are_accepted_by_opentofu(tofu_binary: Path, tmp_path: Path) -> None:
+    for i, name in enumerate(NAMES["valid"] + NAMES["non_ascii"]):
+        result = validates(tofu_binary, tmp_path / str(i), name)
+        assert result.returncode == 0, (name, result.stdout + result.stderr)
+
+
+def test_names_refused_here_are_refused_by_opentofu(tofu_binary: Path, tmp_path: Path) -> None:
+    for i, name in enumerate(NAMES["invalid"] + sorted(RESERVED)):
+        result = validates(tofu_binary, tmp_path / str(i), name)
+        assert result.returncode != 0, name
+        assert "Invalid variable name" in result.stdout + result.stderr, (name, result.stdout + result.stderr)
