@@ -119,7 +119,7 @@ def test_bad_kind_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_unreadable_module(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main([str(tmp_path), "--kind", "X"]) == 1
-    assert "no *.tf files" in capsys.readouterr().err
+    assert "no *.tf or *.tofu files" in capsys.readouterr().err
     (tmp_path / "main.tf").write_text('variable "x" {\n  type = \n}\n')
     assert main([str(tmp_path), "--kind", "X"]) == 1
     assert "main.tf" in capsys.readouterr().err
@@ -349,6 +349,21 @@ def test_camel_case(name: str, camel: str) -> None:
 )
 def test_translate(condition: str, schema: dict[str, Any], keywords: dict[str, Any] | None) -> None:
     assert translate(parse_expression(condition), "v", schema) == keywords
+
+
+def test_tofu_files_replace_tf_files_and_json_files_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "main.tf").write_text('variable "old" {\n  type = string\n}\n')
+    (tmp_path / "main.tofu").write_text('variable "new" {\n  type = number\n  default = 1e3\n}\n')
+    (tmp_path / "extra.tf").write_text('variable "kept" {\n  type = bool\n  default = true\n}\n')
+    (tmp_path / "generated.tf.json").write_text('{"variable": {"hidden": {}}}')
+    assert main([str(tmp_path), "--kind", "X"]) == 0
+    out, err = capsys.readouterr()
+    properties = json.loads(yaml.safe_load(out)["spec"]["application"]["openAPISchema"])["properties"]
+    assert properties == {"kept": {"type": "boolean", "default": True}, "new": {"type": "number", "default": 1000.0}}
+    assert err.splitlines() == [
+        "warning: file 'generated.tf.json': JSON syntax is not read; its variables and outputs are missing"]
 
 
 def test_modules_read_in_file_order() -> None:

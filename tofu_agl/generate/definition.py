@@ -88,6 +88,8 @@ def _variable_schema(variable: Variable, naming: Naming, where: str) -> JSON:
 def definition(module: Module, options: Options, problems: list[str]) -> JSON:
     """The TofuApplicationDefinition for ``module``; what cannot be translated goes to ``problems``."""
     naming = Naming(options.variable_naming, problems)
+    problems.extend(f"file {name!r}: JSON syntax is not read; its variables and outputs are missing"
+                    for name in module.unread)
     source: JSON = {"kind": options.source_kind, "name": options.source_name}
     if options.source_namespace:
         source["namespace"] = options.source_namespace

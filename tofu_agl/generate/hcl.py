@@ -31,14 +31,18 @@ from hcl2.rules.literal_rules import (
 from hcl2.rules.strings import StringRule
 
 _VALUES = hcl2.SerializationOptions(
-    strip_string_quotes=True, explicit_blocks=False, with_comments=False, preserve_heredocs=True
+    strip_string_quotes=True,
+    explicit_blocks=False,
+    with_comments=False,
+    preserve_heredocs=True,
+    preserve_scientific_notation=False,
 )
 _TRANSLATED = frozenset({"type", "default", "description", "nullable", "sensitive", "validation"})
 _HEREDOC = re.compile(r"\A<<(-?)([A-Za-z_][A-Za-z0-9_-]*)\n(.*?)\n?[ \t]*\2\s*\Z", re.DOTALL)
 
 
 class ModuleError(Exception):
-    """The module cannot be read at all (no ``*.tf`` files, or one does not parse)."""
+    """The module cannot be read at all (no ``*.tf`` / ``*.tofu`` files, or one does not parse)."""
 
 
 @dataclass(frozen=True)
@@ -124,13 +128,25 @@ class Output:
 class Module:
     variables: tuple[Variable, ...]
     outputs: tuple[Output, ...]
+    #: Files OpenTofu would read that the generator does not (JSON syntax, ``*.tf.json``).
+    unread: tuple[str, ...] = ()
+
+
+def module_files(directory: Path) -> list[Path]:
+    """The native-syntax files OpenTofu reads, in name order.
+
+    ``x.tofu`` replaces ``x.tf`` when both exist (OpenTofu 1.8+).
+    """
+    tofu = {path.stem for path in directory.glob("*.tofu")}
+    files = [*directory.glob("*.tofu"), *(p for p in directory.glob("*.tf") if p.stem not in tofu)]
+    return sorted(files, key=lambda path: path.name)
 
 
 def read_module(directory: Path) -> Module:
-    """Every variable and output declared in ``directory/*.tf``, files in name order."""
-    files = sorted(directory.glob("*.tf"))
+    """Every variable and output declared in the module in ``directory``, files in name order."""
+    files = module_files(directory)
     if not files:
-        raise ModuleError(f"{directory}: no *.tf files")
+        raise ModuleError(f"{directory}: no *.tf or *.tofu files")
     variables: list[Variable] = []
     outputs: list[Output] = []
     for path in files:
@@ -142,7 +158,8 @@ def read_module(directory: Path) -> Module:
             variables.extend(_variable(name, attrs) for name, attrs in block.items())
         for block in body.get("output", []):
             outputs.extend(Output(name, attrs.get("sensitive") is True) for name, attrs in block.items())
-    return Module(tuple(variables), tuple(outputs))
+    unread = sorted(p.name for pattern in ("*.tf.json", "*.tofu.json") for p in directory.glob(pattern))
+    return Module(tuple(variables), tuple(outputs), tuple(unread))
 
 
 def _variable(name: str, attrs: dict[str, Any]) -> Variable:
