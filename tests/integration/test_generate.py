@@ -116,6 +116,17 @@ def test_verbatim_camel_case_definition_is_accepted(cluster: Cluster) -> None:
     assert "recordSet" in json.loads(definition["spec"]["application"]["openAPISchema"])["properties"]
 
 
+@pytest.mark.parametrize("module", ["network", "edges"])
+def test_fixture_modules_are_valid_opentofu(tofu_binary: Path, tmp_path: Path, module: str) -> None:
+    """The generator's expectations are only worth something on modules OpenTofu itself accepts."""
+    workdir = tmp_path / module
+    shutil.copytree(MODULES / module, workdir)
+    init = tofu(tofu_binary, workdir, "init", "-input=false", "-no-color", "-backend=false")
+    assert init.returncode == 0, init.stderr
+    result = tofu(tofu_binary, workdir, "validate", "-no-color")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 # ------------------------------------------------------------------------------ the name rule
 
 

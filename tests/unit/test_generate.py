@@ -253,6 +253,11 @@ def test_required_untyped_null_default_and_heredoc(edges: tuple[dict[str, Any], 
     assert props["records"]["items"]["properties"]["ttl"] == {"type": "number"}
 
 
+def test_heredoc_default_is_the_string_opentofu_reads(edges: tuple[dict[str, Any], list[str]]) -> None:
+    # `tofu plan` with jsonencode(var.motd) shows exactly this value: quotes and backslashes as written
+    assert schema_of(edges[0])["properties"]["motd"]["default"] == 'Hello "world"\n  \\n stays\n'
+
+
 def test_snake_case_name_without_camel_case_form_is_kept(edges: tuple[dict[str, Any], list[str]]) -> None:
     # a_b_c -> aBC would convert back to a_bc
     assert "a_b_c" in schema_of(edges[0])["properties"]
@@ -282,7 +287,7 @@ def test_each_unsupported_construct_is_reported(edges: tuple[dict[str, Any], lis
         "warning: variable 'records': validation `alltrue([for r in var.records : r.ttl == null || r.ttl > 0])` "
         "kept as text in the description",
         "warning: variable 'endpoint': validation `var.endpoint[1].port_number > 0` kept as text in the description",
-        "warning: variable 'token': attribute 'ephemeral' is not translated",
+        "warning: variable 'token': attribute 'deprecated' is not translated",
         "warning: variable 'mode': validation `can(regex(\"^[a-z]+$\", var.mode)) && contains([\"fast\", \"safe\"], "
         "var.mode)` kept as text in the description",
     ]
@@ -371,4 +376,4 @@ def test_modules_read_in_file_order() -> None:
     assert [o.name for o in module.outputs] == ["zone"]
     assert module.variables[0].name == "zone_name"
     token = next(v for v in module.variables if v.name == "token")
-    assert token.sensitive and token.other_attributes == ("ephemeral",)
+    assert token.sensitive and token.other_attributes == ("deprecated",)

@@ -38,7 +38,7 @@ _VALUES = hcl2.SerializationOptions(
     preserve_scientific_notation=False,
 )
 _TRANSLATED = frozenset({"type", "default", "description", "nullable", "sensitive", "validation"})
-_HEREDOC = re.compile(r"\A<<(-?)([A-Za-z_][A-Za-z0-9_-]*)\n(.*?)\n?[ \t]*\2\s*\Z", re.DOTALL)
+_HEREDOC = re.compile(r"\A<<(-?)([A-Za-z_][A-Za-z0-9_-]*)\n(.*?)[ \t]*\2\s*\Z", re.DOTALL)
 
 
 class ModuleError(Exception):
@@ -114,7 +114,7 @@ class Variable:
     nullable: bool | None
     sensitive: bool
     validations: tuple[Validation, ...] = field(default=())
-    #: Attributes of the block the generator does not translate (``ephemeral``, ``deprecated``...).
+    #: Attributes of the block the generator does not translate (``deprecated``...).
     other_attributes: tuple[str, ...] = field(default=())
 
 
@@ -164,21 +164,34 @@ def read_module(directory: Path) -> Module:
 
 def _variable(name: str, attrs: dict[str, Any]) -> Variable:
     type_text = attrs.get("type")
-    validations = tuple(
-        Validation(parse_expression(source(v["condition"])), source(v["condition"]), str(v.get("error_message", "")))
-        for v in attrs.get("validation", [])
-    )
     return Variable(
         name=name,
         type=parse_expression(source(type_text)) if isinstance(type_text, str) else None,
         has_default="default" in attrs,
-        default=attrs.get("default"),
-        description=string_value(attrs.get("description")),
+        default=_data(attrs.get("default")),
+        description=(string_value(attrs.get("description")) or "").strip() or None,
         nullable=attrs.get("nullable"),
         sensitive=attrs.get("sensitive") is True,
-        validations=validations,
+        validations=tuple(_validation(block) for block in attrs.get("validation", [])),
         other_attributes=tuple(sorted(attrs.keys() - _TRANSLATED)),
     )
+
+
+def _validation(block: dict[str, Any]) -> Validation:
+    condition = block.get("condition")
+    text = source(condition) if isinstance(condition, str) else _literal_text(condition)
+    return Validation(parse_expression(text), text, string_value(block.get("error_message")) or "")
+
+
+def _data(value: Any) -> Any:
+    """A constant from python-hcl2's dict form, heredoc strings unwrapped at any depth."""
+    if isinstance(value, str):
+        return string_value(value)
+    if isinstance(value, list):
+        return [_data(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _data(item) for key, item in value.items()}
+    return value
 
 
 def string_value(value: Any) -> str | None:
