@@ -33,20 +33,27 @@ if str(ROOT) not in sys.path:  # run as a script, the repository root is not on 
 
 import yaml  # noqa: E402
 
+import helm_agl.build  # noqa: E402
 import helm_agl.definition  # noqa: E402
+import helm_agl.names  # noqa: E402
+import helm_agl.project  # noqa: E402
 import helm_agl.reconciler  # noqa: E402
 import helm_agl.registry  # noqa: E402
+import helm_agl.rollout  # noqa: E402
 import helm_agl.storage  # noqa: E402
-import helm_agl.translate  # noqa: E402
+import helm_agl.validate  # noqa: E402
 import tofu_agl.app  # noqa: E402
 import tofu_agl.approval  # noqa: E402
+import tofu_agl.build  # noqa: E402
 import tofu_agl.definition  # noqa: E402
 import tofu_agl.draft2  # noqa: E402
+import tofu_agl.names  # noqa: E402
+import tofu_agl.project  # noqa: E402
 import tofu_agl.reconciler  # noqa: E402
 import tofu_agl.registry  # noqa: E402
-import tofu_agl.status  # noqa: E402
+import tofu_agl.rollout  # noqa: E402
 import tofu_agl.storage  # noqa: E402
-import tofu_agl.translate  # noqa: E402
+import tofu_agl.validate  # noqa: E402
 import tofu_agl.variables  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "hybrid-path.md"
@@ -508,7 +515,7 @@ class Method:
 
 
 def methods() -> list[Method]:
-    ht, tt = helm_agl.translate, tofu_agl.translate
+    hn, tt = helm_agl.names, tofu_agl.names
     hr, tr = helm_agl.reconciler, tofu_agl.reconciler
     return [
         Method(
@@ -522,7 +529,7 @@ def methods() -> list[Method]:
         Method(
             "TargetGVK",
             "TargetGVK() schema.GroupVersionKind",
-            [f"{const(ht, 'HR_GVR')} = {value(ht, 'HR_GVR')}, {const(ht, 'HR_KIND')} = {value(ht, 'HR_KIND')}"],
+            [f"{const(hn, 'HR_GVR')} = {value(hn, 'HR_GVR')}, {const(hn, 'HR_KIND')} = {value(hn, 'HR_KIND')}"],
             [f"{const(tofu_agl.app, 'TERRAFORMS')} from {const(tt, 'TF_GROUP')} = {value(tt, 'TF_GROUP')}, "
              f"{const(tt, 'TF_VERSION')} = {value(tt, 'TF_VERSION')}, {const(tt, 'TF_PLURAL')} = "
              f"{value(tt, 'TF_PLURAL')}; {const(tt, 'TF_KIND')} = {value(tt, 'TF_KIND')}"],
@@ -532,29 +539,29 @@ def methods() -> list[Method]:
         Method(
             "TargetName",
             "TargetName(appName string, def *ApplicationDefinition) string",
-            [ref(ht.release_name), f"inverse {ref(ht.application_name)}"],
-            [ref(tt.terraform_name), f"inverse {ref(tt.application_name)}"],
+            [ref(hn.backing_name), f"inverse {ref(hn.application_name)}"],
+            [ref(tt.backing_name), f"inverse {ref(tt.application_name)}"],
             "Fits, but reads need the inverse (backing name → Application name) and the interface has none. Both "
             "stacks also select their objects by labels: "
-            f"{where(ht.label_selector_for)} / {where(tofu_agl.storage.backing_selector)}, and test ownership with "
-            f"{where(ht.is_application_release)} / {where(tt.is_application)}.",
+            f"{where(hn.backing_selector)} / {where(tt.backing_selector)}, and test ownership with "
+            f"{where(hn.is_application)} / {where(tt.is_application)}.",
         ),
         Method(
             "Build",
             "Build(ctx, app *Application, def *ApplicationDefinition) (client.Object, error)",
-            [ref(ht.to_helmrelease), f"after {ref(ht.validate_application)}"],
-            [ref(tt.to_terraform), f"after {ref(tt.validate_application)}"],
-            "Fits in the middle, leaks at both ends. Both builders take the *live* object (`existing`) on "
-            "update to keep controller-owned fields; tofu_agl also takes the served `group` and an "
-            "`approved_plan`. Validation is per backend (Terraform variable names, unknown keys, the runner "
+            [ref(helm_agl.build.build), f"after {ref(helm_agl.validate.validate_application)}"],
+            [ref(tofu_agl.build.build), f"after {ref(tofu_agl.validate.validate_application)}"],
+            "Fits in the middle, leaks at both ends. Both builders take the *live* object (`live`) on "
+            "update to keep controller-owned fields and the served `group`; tofu_agl's asks `approval` for "
+            "`spec.approvePlan`. Validation is per backend (Terraform variable names, unknown keys, the runner "
             "annotation) and the interface has no `Validate`.",
         ),
         Method(
             "ProjectStatus",
             "ProjectStatus(target client.Object) (ApplicationStatus, error)",
-            [ref(ht.from_helmrelease)],
-            [ref(tt.from_terraform), f"+ {ref(tofu_agl.status.project_status)}",
-             f"spec via {ref(tt.unmarshal_vars)}"],
+            [ref(helm_agl.project.to_application)],
+            [ref(tofu_agl.project.to_application), f"+ {ref(tofu_agl.project.project_status)}",
+             f"spec via {ref(tofu_agl.variables.unmarshal_vars)}"],
             "Too narrow: both stacks project the *whole* Application, and the spec read-back is as "
             "backend-specific as the status (Helm values minus `_` keys vs Terraform `vars` mapped back through "
             "the schema's naming). The status shapes differ too: "
@@ -563,8 +570,10 @@ def methods() -> list[Method]:
         Method(
             "Reconcile",
             "Reconcile(ctx, c client.Client, target client.Object, def *ApplicationDefinition) (updated bool, err)",
-            [ref(ht.rollout_patch), f"applied with retries by {where(hr.DefinitionReconciler._patch_one)}"],
-            [ref(tt.rollout_patch), f"applied with retries by {where(tr.DefinitionReconciler._patch_one)}"],
+            [ref(helm_agl.rollout.rollout_patch),
+             f"applied with retries by {where(hr.DefinitionReconciler._patch_one)}"],
+            [ref(tofu_agl.rollout.rollout_patch),
+             f"applied with retries by {where(tr.DefinitionReconciler._patch_one)}"],
             "Fits as a pure patch builder: the I/O and conflict retry around it are alike in both reconcilers and "
             "belong to one generic reconciler. But tofu_agl returns a second value — fields it must *not* roll "
             "out — that `(updated bool, err)` cannot carry.",
@@ -579,7 +588,7 @@ def _status_keys(which: str) -> set[str]:
             sample("postgres")))
     else:
         info = tofu_agl.registry.resource_info(
-            tofu_agl.definition.TofuApplicationDefinition.from_object(sample("vpc")), tofu_agl.translate.DEFAULT_GROUP)
+            tofu_agl.definition.TofuApplicationDefinition.from_object(sample("vpc")), tofu_agl.names.DEFAULT_GROUP)
     props: dict[str, Any] = info.schema["properties"]["status"]["properties"]
     return set(props)
 
@@ -592,22 +601,25 @@ class Leak:
 
 
 def _leaks() -> list[Leak]:
-    tt, st = tofu_agl.translate, tofu_agl.storage.ApplicationStorage
+    tt, st = tofu_agl.names, tofu_agl.storage.ApplicationStorage
     helm_status, tofu_status = _status_keys("helm"), _status_keys("tofu")
-    helm_columns = [c.name for c in helm_agl.translate.COLUMNS]
-    tofu_columns = [c.name for c in tofu_agl.status.COLUMNS]
+    helm_columns = [c.name for c in helm_agl.project.COLUMNS]
+    tofu_columns = [c.name for c in tofu_agl.project.COLUMNS]
     return [
         Leak(
             "Plan approval",
-            [ref(tofu_agl.approval.check_approval), f"called from {where(st.update)} and {where(st.create)}",
-             f"the `approved_plan` parameter of {where(tt.to_terraform)}", ref(tofu_agl.status.awaiting_approval),
+            [ref(tofu_agl.approval.check_approval),
+             f"called from {where(tofu_agl.validate.validate_application)} with the live Terraform from "
+             f"{where(st.update)}",
+             f"spec.approvePlan decided by {where(tofu_agl.approval.approve_plan)}",
+             ref(tofu_agl.project.awaiting_approval),
              f"annotation {const(tt, 'APPROVE_ANNOTATION')} = {value(tt, 'APPROVE_ANNOTATION')}"],
             "a write-path hook that sees the request *and the live target* before Build, may reject (422) and "
             "feeds Build (`Admit(app, live) (extra, error)`), plus a user-visible Event. Helm has no such step.",
         ),
         Leak(
             "Outputs",
-            [f"{where(tofu_agl.status.project_status)} (`status.outputs`, names only)",
+            [f"{where(tofu_agl.project.project_status)} (`status.outputs`, names only)",
              ref(tofu_agl.definition.TofuApplicationDefinition.render_outputs_secret_name),
              f"{where(tofu_agl.definition._outputs_problem)} (acceptance reason "
              f"{value(tofu_agl.definition, 'INVALID_PLACEHOLDER')})"],
@@ -618,15 +630,16 @@ def _leaks() -> list[Leak]:
         Leak(
             "Runner identity",
             [f"{const(tt, 'RUNNER_SA_ANNOTATION')} = {value(tt, 'RUNNER_SA_ANNOTATION')}",
-             f"checked in {where(tt.validate_application)}", f"applied in {where(tt._runner_service_account)}",
-             f"kept by {where(tt.rollout_patch)} only while `allowServiceAccountOverride` holds"],
+             f"checked in {where(tofu_agl.validate.validate_application)}",
+             f"applied in {where(tofu_agl.build._runner_service_account)}",
+             f"kept by {where(tofu_agl.rollout.rollout_patch)} only while `allowServiceAccountOverride` holds"],
             "a per-instance override read from the Application, validated against a definition flag: Build "
             "sees the Application so it can apply it, but the check needs the missing `Validate`.",
         ),
         Leak(
             "Extra columns",
-            [f"{const(helm_agl.translate, 'COLUMNS')} = `{helm_columns}` with {where(helm_agl.translate.table_cells)}",
-             f"{const(tofu_agl.status, 'COLUMNS')} = `{tofu_columns}` with {where(tofu_agl.status.table_cells)}",
+            [f"{const(helm_agl.project, 'COLUMNS')} = `{helm_columns}` with {where(helm_agl.project.table_cells)}",
+             f"{const(tofu_agl.project, 'COLUMNS')} = `{tofu_columns}` with {where(tofu_agl.project.table_cells)}",
              f"both registered through `resource_info` ({where(helm_agl.registry.resource_info)}, "
              f"{where(tofu_agl.registry.resource_info)})"],
             f"`Columns()` and `TableCells(app)` on the backend (tofu_agl adds "
@@ -634,8 +647,9 @@ def _leaks() -> list[Leak]:
         ),
         Leak(
             "Pinned fields never rolled out",
-            [f"{const(tt, 'PINNED_FIELDS')} = `{list(tt.PINNED_FIELDS)}` (vs {const(tt, 'ROLLOUT_FIELDS')})",
-             f"second result of {where(tt.rollout_patch)}", ref(tofu_agl.reconciler.not_rolled_out),
+            [f"{const(tofu_agl.rollout, 'PINNED_FIELDS')} = `{list(tofu_agl.rollout.PINNED_FIELDS)}` "
+             f"(vs {const(tofu_agl.rollout, 'ROLLOUT_FIELDS')})",
+             f"second result of {where(tofu_agl.rollout.rollout_patch)}", ref(tofu_agl.rollout.not_rolled_out),
              f"written by {where(tofu_agl.reconciler.DefinitionReconciler._write_not_rolled_out)} to the "
              "definition's `status.notRolledOut`"],
             "`Reconcile` must be able to report \"kept on purpose\" per instance, not just `updated bool`; the "
@@ -651,9 +665,9 @@ def _leaks() -> list[Leak]:
         ),
         Leak(
             "Served group",
-            [f"`group` parameter of {where(tt.to_terraform)}, {where(tt.from_terraform)}, "
-             f"{where(tt.validate_application)}", f"default {const(tt, 'DEFAULT_GROUP')} = "
-             f"{value(tt, 'DEFAULT_GROUP')} vs fixed {const(helm_agl.translate, 'GROUP')}"],
+            [f"`group` parameter of {where(tofu_agl.build.build)}, {where(tofu_agl.project.to_application)}, "
+             f"{where(tofu_agl.validate.validate_application)}", f"default {const(tt, 'DEFAULT_GROUP')} = "
+             f"{value(tt, 'DEFAULT_GROUP')} vs fixed {const(helm_agl.names, 'GROUP')}"],
             "nothing once Draft 2 serves one group; until then the group is an input of Build and of the "
             "ownership labels.",
         ),
