@@ -58,12 +58,8 @@ def generated(module: str, *flags: str) -> dict[str, Any]:
     return definition
 
 
-def accepted(cluster: Cluster, name: str) -> dict[str, Any] | None:
-    defn = get_json(cluster, "tofuapplicationdefinitions", name)
-    for cond in defn.get("status", {}).get("conditions", []):
-        if cond["type"] == "Accepted" and cond.get("observedGeneration") == defn["metadata"]["generation"]:
-            return dict(cond)
-    return None
+def wait_accepted(cluster: Cluster, name: str) -> None:
+    kubectl(cluster, "wait", "--for=condition=Accepted=True", "--timeout=60s", f"tofuapplicationdefinition/{name}")
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +77,7 @@ def test_generated_definition_is_accepted_and_its_defaults_plan(
 ) -> None:
     definition = generated("network", "--kind", "Network", "--source-name", "modules", "--path", "./network")
     kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
-    cond = wait_for(lambda: accepted(cluster, "network"), "network Accepted condition", timeout=60)
-    assert (cond["status"], cond["reason"]) == ("True", "Accepted"), cond
+    wait_accepted(cluster, "network")
 
     app = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Network", "metadata": {"name": "defaults", "namespace": NS},
            "spec": {}}
@@ -111,8 +106,7 @@ def test_verbatim_camel_case_definition_is_accepted(cluster: Cluster) -> None:
     """recordSet (camelCase) is an OpenTofu identifier: variableNaming verbatim serves it."""
     definition = generated("edges", "--kind", "DNSZone", "--variable-naming", "verbatim")
     kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
-    cond = wait_for(lambda: accepted(cluster, "dnszone"), "dnszone Accepted condition", timeout=60)
-    assert (cond["status"], cond["reason"]) == ("True", "Accepted"), cond
+    wait_accepted(cluster, "dnszone")
     assert "recordSet" in json.loads(definition["spec"]["application"]["openAPISchema"])["properties"]
 
 

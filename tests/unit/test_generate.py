@@ -21,7 +21,7 @@ from tofu_agl.generate.definition import SENSITIVE, SENSITIVE_OUTPUTS
 from tofu_agl.generate.hcl import parse_expression, read_module
 from tofu_agl.generate.types import Naming, camel_case, type_schema
 from tofu_agl.generate.validation import translate
-from tofu_agl.translate import marshal_vars
+from tofu_agl.variables import marshal_vars
 
 MODULES = Path(__file__).resolve().parents[1] / "fixtures" / "modules"
 
@@ -207,7 +207,8 @@ def test_sensitive_variable_marked_and_its_default_not_published(network: tuple[
 def test_only_defaults_yields_the_modules_own_values(network: tuple[dict[str, Any], list[str]]) -> None:
     """An empty spec, defaulted, becomes the variables OpenTofu would compute from its defaults."""
     definition = TofuApplicationDefinition.from_object(network[0])
-    tf_vars = {v["name"]: v["value"] for v in marshal_vars(definition, apply_defaults(definition.schema, {}))}
+    spec = apply_defaults(definition.schema, {})
+    tf_vars = {v["name"]: v["value"] for v in marshal_vars(definition.schema, definition.variable_naming, spec)}
     assert tf_vars["subnets"] == [
         {"availability_zone": "a", "cidr_block": "10.0.1.0/24", "public": False, "tags": {}},
         {"availability_zone": "b", "cidr_block": "10.0.2.0/24", "public": True, "tags": {},

@@ -4,7 +4,7 @@ Attribute values that are plain data (descriptions, defaults, flags) come from p
 dict form.  Type constraints and validation conditions are expressions, which that form only
 gives back as source text; they are parsed again into python-hcl2's rule tree and reduced here to
 the few node kinds the generator reasons about (:data:`Expr`).  Anything else stays
-:class:`Other` with its source text, so callers can report it.
+:class:`Other` with its source text, so callers can compare or report it.
 """
 
 from __future__ import annotations
@@ -74,13 +74,6 @@ class Lit:
 
 
 @dataclass(frozen=True)
-class Ref:
-    """A traversal such as ``var.region`` or ``var.subnets[0].cidr``, as its source text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
 class BinOp:
     op: str
     left: Expr
@@ -89,12 +82,16 @@ class BinOp:
 
 @dataclass(frozen=True)
 class Other:
-    """Any other expression (conditionals, ``for``, templates...), as its source text."""
+    """Any other expression, as its source text.
+
+    Traversals (``var.region``, ``var.subnets[0].cidr``) are compared by that text; conditionals,
+    ``for`` expressions and templates are only shown.
+    """
 
     text: str
 
 
-Expr = Call | Obj | Tup | Name | Lit | Ref | BinOp | Other
+Expr = Call | Obj | Tup | Name | Lit | BinOp | Other
 
 
 @dataclass(frozen=True)
@@ -246,7 +243,7 @@ def text_of(expr: Expr) -> str:
             return _literal_text(value)
         case BinOp(op, left, right):
             return f"{text_of(left)} {op} {text_of(right)}"
-        case Ref(text) | Other(text):
+        case Other(text):
             return text
     raise AssertionError(expr)
 
@@ -284,7 +281,7 @@ def _expr(rule: Any) -> Expr:
         value = rule.serialize()
         return Lit(value) if value is None or isinstance(value, bool) else Other(str(value))
     if isinstance(rule, GetAttrExprTermRule | IndexExprTermRule):
-        return Ref(source(str(rule.serialize())))
+        return Other(source(str(rule.serialize())))
     if isinstance(rule, BinaryOpRule):
         return _binary(rule)
     if isinstance(rule, UnaryOpRule):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from tofu_agl.generate.hcl import Call, Expr, Name, Obj, Tup, literal, text_of
-from tofu_agl.variables import SNAKE_CASE, VERBATIM, rename_keys, to_snake_case
+from tofu_agl.variables import SNAKE_CASE, VERBATIM, to_snake_case, unmarshal_vars
 
 JSON = dict[str, Any]
 
@@ -136,5 +136,7 @@ def with_default(schema: JSON, default_expr: Expr, naming: Naming, where: str) -
 def set_default(schema: JSON, value: Any, mode: str) -> JSON:
     """``schema`` with ``value`` (written in the module's names) as default; null is no default."""
     if value is not None:
-        schema["default"] = rename_keys(schema, value, mode, reverse=True)
+        # tofu_agl's own reading of a variable back into a spec renames exactly as it will write
+        holder = {"type": "object", "properties": {"value": schema}}
+        schema["default"] = unmarshal_vars(holder, mode, [{"name": "value", "value": value}])["value"]
     return schema

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tofu_agl.generate.hcl import BinOp, Call, Expr, Lit, Ref, Tup
+from tofu_agl.generate.hcl import BinOp, Call, Expr, Lit, Other, Tup
 
 JSON = dict[str, Any]
 
@@ -24,7 +24,7 @@ _LENGTH_KEYWORDS = {"string": "Length", "array": "Items", "object": "Properties"
 
 def translate(condition: Expr, variable: str, schema: JSON) -> JSON | None:
     """Schema keywords equivalent to ``condition`` on ``var.<variable>``, or None."""
-    reference = Ref(f"var.{variable}")
+    reference = Other(f"var.{variable}")
     match condition:
         case BinOp("&&", left, right):
             first, second = translate(left, variable, schema), translate(right, variable, schema)
@@ -49,7 +49,7 @@ def translate(condition: Expr, variable: str, schema: JSON) -> JSON | None:
     return None
 
 
-def _comparison(op: str, subject: Expr, bound: float, reference: Ref, schema: JSON) -> JSON | None:
+def _comparison(op: str, subject: Expr, bound: float, reference: Other, schema: JSON) -> JSON | None:
     if subject == reference and schema.get("type") == "number":
         return _bounds(op, bound, "minimum", "maximum", exclusive=True)
     if subject == Call("length", (reference,)):
