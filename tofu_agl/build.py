@@ -31,14 +31,14 @@ from shared.schema.validation import apply_defaults
 from . import approval
 from .definition import TofuDefinitionView
 from .names import (
-    LABEL_GROUP,
-    LABEL_KIND,
-    LABEL_NAME,
+    GROUP_LABEL,
+    KIND_LABEL,
+    LABEL_PREFIX,
+    NAME_LABEL,
     RUNNER_SA_ANNOTATION,
     SHARDING_LABEL,
     TF_API_VERSION,
     TF_KIND,
-    USER_PREFIX,
     backing_name,
     user_selector_key,
 )
@@ -70,7 +70,7 @@ def build(
 
     labels: dict[str, str] = dict(defn.release_labels)
     labels.update(_prefixed(meta.get("labels")))
-    labels.update({LABEL_KIND: defn.kind, LABEL_GROUP: group, LABEL_NAME: name})
+    labels.update({KIND_LABEL: defn.kind, GROUP_LABEL: group, NAME_LABEL: name})
     tf_meta: JSON = {"name": backing_name(defn, name), "namespace": namespace, "labels": labels}
     if user_annotations:
         tf_meta["annotations"] = _prefixed(user_annotations)
@@ -134,7 +134,7 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
     for key in CONTROLLER_METADATA:
         if live_meta.get(key):
             meta[key] = clone(live_meta[key])
-    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items() if not k.startswith(USER_PREFIX)}
+    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items() if not k.startswith(LABEL_PREFIX)}
     if foreign:
         meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
     for key in STATE_LOCATION:

@@ -19,10 +19,10 @@ VERSION = "v1alpha1"
 
 #: User labels and annotations are stored on the Terraform under this prefix (as for Helm), so
 #: they never collide with the controller's or ours and can be read back.
-USER_PREFIX = "apps.cozystack.io-"
-LABEL_KIND = "apps.cozystack.io/application.kind"
-LABEL_GROUP = "apps.cozystack.io/application.group"
-LABEL_NAME = "apps.cozystack.io/application.name"
+LABEL_PREFIX = "apps.cozystack.io-"
+KIND_LABEL = "apps.cozystack.io/application.kind"
+GROUP_LABEL = "apps.cozystack.io/application.group"
+NAME_LABEL = "apps.cozystack.io/application.name"
 #: Flux sharding label: owned by whoever operates the controllers, so an update keeps it.
 SHARDING_LABEL = "sharding.fluxcd.io/key"
 
@@ -59,16 +59,16 @@ def application_name(defn: TofuDefinitionView, backing_name: str) -> str | None:
 
 def backing_selector(defn: TofuDefinitionView, group: str) -> str:
     """Label selector matching every Terraform that backs an Application of ``defn``'s kind."""
-    return f"{LABEL_KIND}={defn.kind},{LABEL_GROUP}={group}"
+    return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
 
 
 def user_selector_key(key: str) -> str:
     """Terraform label (or annotation) key under which a user's label ``key`` is stored."""
-    return USER_PREFIX + key
+    return LABEL_PREFIX + key
 
 
 def is_application(obj: Mapping[str, Any], kind: str, group: str) -> bool:
     """Whether the Terraform ``obj`` carries the labels of an Application of ``kind`` in ``group``."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(LABEL_KIND) == kind and labels.get(LABEL_GROUP) == group)
+    return bool(labels.get(KIND_LABEL) == kind and labels.get(GROUP_LABEL) == group)
 

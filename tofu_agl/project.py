@@ -24,7 +24,7 @@ from .definition import TofuDefinitionView
 from .names import (
     APPROVE_ANNOTATION,
     AUTO,
-    USER_PREFIX,
+    LABEL_PREFIX,
     VERSION,
     application_name,
     is_application,
@@ -105,8 +105,8 @@ def user_entries(entries: Any) -> dict[str, str]:
     """The user's own labels (or annotations) among a Terraform's, without the prefix."""
     if not isinstance(entries, dict):
         return {}
-    n = len(USER_PREFIX)
-    return {k[n:]: str(v) for k, v in entries.items() if k.startswith(USER_PREFIX) and len(k) > n}
+    n = len(LABEL_PREFIX)
+    return {k[n:]: str(v) for k, v in entries.items() if k.startswith(LABEL_PREFIX) and len(k) > n}
 
 
 def approve_command(defn: TofuDefinitionView, name: str, namespace: str) -> str:

@@ -19,7 +19,7 @@ from shared.bodies import JSON
 from . import approval
 from .build import STATE_LOCATION, definition_fields
 from .definition import TofuDefinitionView
-from .names import LABEL_GROUP, LABEL_KIND, LABEL_NAME, USER_PREFIX, application_name
+from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, application_name
 from .project import user_entries
 
 #: Values the Terraform CRD (v0.16.5) defaults when a field is omitted; used to compare a live
@@ -75,11 +75,11 @@ def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> tuple
             spec_patch[field] = None if want is None else json_merge_patch.create_patch(have, want)
     pinned = [f for f in PINNED_FIELDS if _effective(f, desired.get(f)) != _effective(f, live_spec.get(f))]
 
-    reserved = {LABEL_KIND, LABEL_GROUP, LABEL_NAME}
+    reserved = {KIND_LABEL, GROUP_LABEL, NAME_LABEL}
     label_patch = {
         k: v
         for k, v in defn.release_labels.items()
-        if k not in reserved and not k.startswith(USER_PREFIX) and labels.get(k) != v
+        if k not in reserved and not k.startswith(LABEL_PREFIX) and labels.get(k) != v
     }
     if not spec_patch and not label_patch:
         return None, pinned
@@ -108,7 +108,7 @@ def not_rolled_out(defn: TofuDefinitionView, backing: Mapping[str, Any], fields:
 def _application_name(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> str:
     """The Application's name: its label, which outlives a prefix change, else the Terraform's name."""
     meta = backing.get("metadata") or {}
-    label = (meta.get("labels") or {}).get(LABEL_NAME)
+    label = (meta.get("labels") or {}).get(NAME_LABEL)
     return str(label or application_name(defn, str(meta.get("name") or "")) or "")
 
 

@@ -12,7 +12,7 @@ from shared.api.errors import ApiError
 from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl.approval import FIELD, approve_plan, approved_plan, check_approval, kept_approval, vars_equal
 from tofu_agl.build import build
-from tofu_agl.names import APPROVE_ANNOTATION, USER_PREFIX
+from tofu_agl.names import APPROVE_ANNOTATION, LABEL_PREFIX
 
 PENDING = "plan-main-b8e362c206"
 Loader = Callable[[str], Any]
@@ -21,7 +21,7 @@ Loader = Callable[[str], Any]
 def terraform(
     reference: Loader, phase: str, approve: str = "", recorded: str | None = None
 ) -> dict[str, Any]:
-    annotations = {} if recorded is None else {USER_PREFIX + APPROVE_ANNOTATION: recorded}
+    annotations = {} if recorded is None else {LABEL_PREFIX + APPROVE_ANNOTATION: recorded}
     return {
         "metadata": {
             "name": "vpc-net",
