@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m tofu_agl.generate",
         description="Print a TofuApplicationDefinition (YAML) for an OpenTofu module.",
     )
-    p.add_argument("module_dir", metavar="MODULE_DIR", type=Path, help="directory holding the module's *.tf files")
+    p.add_argument("module_dir", metavar="MODULE_DIR", type=Path,
+                   help="directory holding the module's *.tf / *.tofu files")
     p.add_argument("--kind", required=True, type=_kind, help="kind users create, e.g. DNSZone")
     p.add_argument("--plural", help="resource name (default: the kind lower-cased, English plural)")
     p.add_argument("--source-kind", default="GitRepository", choices=["GitRepository", "OCIRepository", "Bucket"])
