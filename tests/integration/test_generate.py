@@ -64,9 +64,12 @@ def wait_accepted(cluster: Cluster, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(control_plane: Cluster, tofu_service: services.Running) -> Iterator[Cluster]:
+    """The shared control plane; kinds and names here are not used by other test modules."""
     kubectl(control_plane, "create", "namespace", NS, check=False)
     yield control_plane
     kubectl(control_plane, "delete", "namespace", NS, "--wait=false", check=False)
+    kubectl(control_plane, "delete", "tofuapplicationdefinitions", "generatednetwork", "generatedzone",
+            "--ignore-not-found", check=False)
 
 
 # ------------------------------------------------------------------------------ generated definitions
@@ -75,14 +78,14 @@ def cluster(control_plane: Cluster, tofu_service: services.Running) -> Iterator[
 def test_generated_definition_is_accepted_and_its_defaults_plan(
     cluster: Cluster, tofu_binary: Path, tmp_path: Path
 ) -> None:
-    definition = generated("network", "--kind", "Network", "--source-name", "modules", "--path", "./network")
+    definition = generated("network", "--kind", "GeneratedNetwork", "--source-name", "modules", "--path", "./network")
     kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
-    wait_accepted(cluster, "network")
+    wait_accepted(cluster, "generatednetwork")
 
-    app = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Network", "metadata": {"name": "defaults", "namespace": NS},
-           "spec": {}}
-    wait_for(lambda: kubectl(cluster, "apply", "-f", "-", input=json.dumps(app)), "Network kind served", timeout=60)
-    terraform = get_json(cluster, TF, "network-defaults", "-n", NS)
+    app = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "GeneratedNetwork",
+           "metadata": {"name": "defaults", "namespace": NS}, "spec": {}}
+    wait_for(lambda: kubectl(cluster, "apply", "-f", "-", input=json.dumps(app)), "kind served", timeout=60)
+    terraform = get_json(cluster, TF, "generatednetwork-defaults", "-n", NS)
     tf_vars = {var["name"]: var["value"] for var in terraform["spec"]["vars"]}
     assert "admin_password" not in tf_vars  # sensitive: the module's own default applies
 
@@ -104,9 +107,9 @@ def test_generated_definition_is_accepted_and_its_defaults_plan(
 
 def test_verbatim_camel_case_definition_is_accepted(cluster: Cluster) -> None:
     """recordSet (camelCase) is an OpenTofu identifier: variableNaming verbatim serves it."""
-    definition = generated("edges", "--kind", "DNSZone", "--variable-naming", "verbatim")
+    definition = generated("edges", "--kind", "GeneratedZone", "--variable-naming", "verbatim")
     kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
-    wait_accepted(cluster, "dnszone")
+    wait_accepted(cluster, "generatedzone")
     assert "recordSet" in json.loads(definition["spec"]["application"]["openAPISchema"])["properties"]
 
 
