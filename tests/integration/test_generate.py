@@ -75,23 +75,33 @@ def cluster(control_plane: Cluster, tofu_service: services.Running) -> Iterator[
 # ------------------------------------------------------------------------------ generated definitions
 
 
-def test_generated_definition_is_accepted_and_its_defaults_plan(
-    cluster: Cluster, tofu_binary: Path, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def defaults_vars(cluster: Cluster) -> dict[str, Any]:
+    """The generated network definition applied and Accepted; the vars of an object that sets nothing."""
     definition = generated("network", "--kind", "GeneratedNetwork", "--source-name", "modules", "--path", "./network")
     kubectl(cluster, "apply", "-f", "-", input=json.dumps(definition))
     wait_accepted(cluster, "generatednetwork")
-
     app = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "GeneratedNetwork",
            "metadata": {"name": "defaults", "namespace": NS}, "spec": {}}
     wait_for(lambda: kubectl(cluster, "apply", "-f", "-", input=json.dumps(app)), "kind served", timeout=60)
     terraform = get_json(cluster, TF, "generatednetwork-defaults", "-n", NS)
-    tf_vars = {var["name"]: var["value"] for var in terraform["spec"]["vars"]}
-    assert "admin_password" not in tf_vars  # sensitive: the module's own default applies
+    return {var["name"]: var["value"] for var in terraform["spec"]["vars"]}
 
+
+def test_generated_definition_is_accepted_and_serves_its_defaults(defaults_vars: dict[str, Any]) -> None:
+    assert defaults_vars["region"] == "eu-west-1"
+    assert defaults_vars["subnets"][1]["nat_gateway"]["routes"] == [
+        {"destination_cidr": "0.0.0.0/0", "next_hop_type": "gateway"}]
+    assert "admin_password" not in defaults_vars  # sensitive: the module's own default applies
+    assert "flow_log_retention_days" not in defaults_vars  # default null: left to the module
+
+
+def test_defaults_are_variables_tofu_plan_accepts(
+    defaults_vars: dict[str, Any], tofu_binary: Path, tmp_path: Path
+) -> None:
     workdir = tmp_path / "network"
     shutil.copytree(MODULES / "network", workdir)
-    (workdir / "generated.auto.tfvars.json").write_text(json.dumps(tf_vars))
+    (workdir / "generated.auto.tfvars.json").write_text(json.dumps(defaults_vars))
     init = tofu(tofu_binary, workdir, "init", "-input=false", "-no-color")
     assert init.returncode == 0, init.stderr
     plan = tofu(tofu_binary, workdir, "plan", "-input=false", "-no-color", "-detailed-exitcode", "-out=plan.bin")
@@ -99,7 +109,7 @@ def test_generated_definition_is_accepted_and_its_defaults_plan(
     shown = json.loads(tofu(tofu_binary, workdir, "show", "-json", "plan.bin").stdout)
     planned = {name: v["value"] for name, v in shown["variables"].items()}
     # what OpenTofu computed from the vars equals the vars: defaults were applied the same way
-    for name, value in tf_vars.items():
+    for name, value in defaults_vars.items():
         assert planned[name] == value or (name == "dns_servers" and sorted(planned[name]) == sorted(value)), name
     assert planned["admin_password"] == "change-me-please"
     assert planned["flow_log_retention_days"] is None
