@@ -193,6 +193,13 @@ def stack(request: pytest.FixtureRequest, control_plane: Cluster) -> Stack:
     kubectl(control_plane, "create", "namespace", chosen.namespace, check=False)
     kubectl(control_plane, "apply", "-f", "-", input=json.dumps(chosen.definition))
     wait_for(lambda: chosen.resource in served(control_plane, chosen.group), f"{chosen.resource} served", timeout=60)
+    # Served in discovery is not yet serving: lists may answer 429 at first, and watches answer 503
+    # until the kind's watch cache has listed (a resourceVersion written before that is outside its
+    # window, so a watch from it would rightly get 410).
+    admin = Api(control_plane)
+    wait_for(lambda: admin.request("GET", chosen.collection)[0] == 200, f"{chosen.resource} listable", timeout=60)
+    wait_for(lambda: admin.request("GET", f"{chosen.collection}?watch=1&timeoutSeconds=1")[0] == 200,
+             f"{chosen.resource} watchable", timeout=60)
     return chosen
 
 

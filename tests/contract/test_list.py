@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import Any
 
 import pytest
@@ -105,3 +107,28 @@ def test_table_response(listed: Contract, stack: Stack) -> None:
     assert row["object"]["metadata"]["name"] == "list-a"
     code, plain = listed.api.request("GET", stack.path("list-a"))
     assert code == 200 and plain["kind"] == KIND, plain
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def watch_events(contract: Contract, query: str) -> list[tuple[str, str]]:
+    """(type, name) of every event a watch with ``query`` streams until its timeoutSeconds ends it."""
+    request = urllib.request.Request(f"{contract.api.cluster.server}{contract.stack.collection}?watch=1&{query}",
+                                     headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=30, context=contract.api.ctx) as response:
+        lines = response.read().decode().splitlines()
+    events = [json.loads(line) for line in lines if line.strip()]
+    return [(e["type"], e["object"]["metadata"].get("name", "") or e["object"].get("message", "")) for e in events]
+
+
+def test_watch_from_a_resource_version_sees_each_change(contract: Contract, stack: Stack) -> None:
+    # The resourceVersion of the create itself: one the service's watch window surely holds (an older
+    # one may rightly get 410 Gone from a freshly started service).
+    created = contract.create("watched", {"size": 1}, labels={"batch": "watched"})
+    contract.patch("watched", {"spec": {"size": 2}})
+    contract.patch("watched", {"metadata": {"labels": {"batch": "unwatched"}}})
+    contract.kubectl("delete", stack.resource, "watched")
+    query = f"labelSelector=batch%3Dwatched&timeoutSeconds=2&resourceVersion={created['metadata']['resourceVersion']}"
+    # Leaving the selector is a DELETED to this watcher; the real delete after it is none of its business.
+    assert watch_events(contract, query) == [("MODIFIED", "watched"), ("DELETED", "watched")]
