@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from tests.contract.conftest import KIND, PREFIX, Contract, Stack, served
+from tests.contract.stack import KIND, PREFIX, Contract, Stack, served
 from tests.kube import wait_for
 
 # ------------------------------------------------------------------------- Events

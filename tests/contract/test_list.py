@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.contract.conftest import KIND, Contract, Stack, selector
+from tests.contract.stack import KIND, Contract, Stack, selector
 
 #: Applications of the list tests: name -> labels.
 LISTED = {"list-a": {"batch": "list", "team": "red"},

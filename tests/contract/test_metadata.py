@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.contract.conftest import LAST_APPLIED, USER_KEY_PREFIX, Contract, Stack, cause_fields, user_annotations
+from tests.contract.stack import LAST_APPLIED, USER_KEY_PREFIX, Contract, Stack, cause_fields, user_annotations
 
 # ------------------------------------------------------------------------- prefixing and de-prefixing
 

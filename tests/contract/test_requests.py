@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.conftest import Contract, Stack, cause_fields
+from tests.contract.stack import Contract, Stack, cause_fields
 
 # ------------------------------------------------------------------------- names
 
