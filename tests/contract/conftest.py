@@ -8,7 +8,7 @@ import json
 import pytest
 from localcluster.cluster import Cluster
 
-from tests.contract.stack import STACKS, Contract, Stack, served
+from tests.contract.stack import ORACLE_CRD, ORACLE_GROUP, ORACLE_NAMESPACE, PLURAL, STACKS, Contract, Stack, served
 from tests.kube import Api, kubectl, wait_for
 
 
@@ -33,3 +33,18 @@ def stack(request: pytest.FixtureRequest, control_plane: Cluster) -> Stack:
 @pytest.fixture
 def contract(control_plane: Cluster, api: Api, stack: Stack) -> Contract:
     return Contract(control_plane, api, stack)
+
+
+@pytest.fixture(scope="session")
+def oracle(control_plane: Cluster) -> str:
+    """A CRD with the contract schema: where the contract says "as for a custom resource", the answer
+    is taken from kube-apiserver itself, not written down.  Returns its collection path in the
+    oracle namespace."""
+    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(ORACLE_CRD))
+    name = ORACLE_CRD["metadata"]["name"]
+    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+    kubectl(control_plane, "create", "namespace", ORACLE_NAMESPACE, check=False)
+    api = Api(control_plane)
+    path = f"/apis/{ORACLE_GROUP}/v1alpha1/namespaces/{ORACLE_NAMESPACE}/{PLURAL}"
+    wait_for(lambda: api.request("GET", path)[0] == 200, "oracle CRD served")
+    return path

@@ -48,6 +48,18 @@ SCHEMA: dict[str, Any] = {
 
 JSON = dict[str, Any]
 
+#: The same kind and schema as a plain custom resource: the oracle for CRD semantics.
+ORACLE_GROUP = "contract.example"
+ORACLE_NAMESPACE = "contract-oracle"
+ORACLE_CRD: JSON = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"{PLURAL}.{ORACLE_GROUP}"},
+    "spec": {"group": ORACLE_GROUP, "scope": "Namespaced",
+             "names": {"kind": KIND, "plural": PLURAL, "singular": SINGULAR, "listKind": f"{KIND}List"},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": SCHEMA}}}}]},
+}
+
 
 def _definition(sample: str, release: JSON, **backend: JSON) -> JSON:
     """The contract definition for the stack whose sample definition is ``sample``: the same
@@ -117,6 +129,10 @@ class Stack:
     #: Tofu rejects top-level spec keys the schema does not declare: an undeclared variable would
     #: fail the plan later.  Helm passes them to the chart as values, as cozystack does.
     rejects_unknown_spec_keys: bool
+    #: Tofu writes the spec *after* schema defaults onto the Terraform, so the module receives exactly
+    #: what ``kubectl get`` shows; Helm writes the values as given (cozystack's behaviour: the chart
+    #: has its own defaults, and a schema default changed later reaches every instance).
+    writes_defaults: bool
     #: A definition change that is backend-specific (Helm: chartRef; Tofu: sourceRef) and a check
     #: that a backing object carries it.
     rollout: Callable[[JSON], tuple[JSON, Callable[[JSON], bool]]]
@@ -165,7 +181,8 @@ STACKS = {
         definition_resource="applicationdefinitions.cozystack.io", definition=_helm_definition(),
         backing="helmreleases.helm.toolkit.fluxcd.io", backing_api="/apis/helm.toolkit.fluxcd.io/v2",
         backing_finalizer="finalizers.fluxcd.io", columns=("NAME", "READY", "AGE", "VERSION"),
-        rejects_unknown_spec_keys=False, rollout=_helm_rollout, written_spec=_helm_spec, backing_kind="HelmRelease",
+        rejects_unknown_spec_keys=False, writes_defaults=False, rollout=_helm_rollout, written_spec=_helm_spec,
+        backing_kind="HelmRelease",
     ),
     "tofu": Stack(
         name="tofu", service_fixture="tofu_service", group="tofu.apps.cozystack.io", namespace="contract-tofu",
@@ -173,7 +190,8 @@ STACKS = {
         backing="terraforms.infra.contrib.fluxcd.io", backing_api="/apis/infra.contrib.fluxcd.io/v1alpha2",
         backing_finalizer="finalizers.tf.contrib.fluxcd.io",
         columns=("NAME", "READY", "STATUS", "PLAN", "OUTPUTS", "AGE"),
-        rejects_unknown_spec_keys=True, rollout=_tofu_rollout, written_spec=_tofu_spec, backing_kind="Terraform",
+        rejects_unknown_spec_keys=True, writes_defaults=True, rollout=_tofu_rollout, written_spec=_tofu_spec,
+        backing_kind="Terraform",
     ),
 }
 

@@ -95,6 +95,9 @@ def test_definition_change_rolls_out_to_existing_instances(contract: Contract, s
                                    and "2" in e["message"]), None), "RolledOut event on the definition")
     assert event["type"] == "Normal" and event["involvedObject"]["name"] == "contractrollout", event
 
+    code, v3 = contract.api.request("GET", f"/openapi/v3/apis/{stack.group}/v1alpha1")
+    assert code == 200 and any(key.endswith(".ContractRollout") for key in v3["components"]["schemas"]), v3
+
     # Deleting the definition stops serving the kind and never touches a backing object.
     contract.kubectl("delete", stack.definition_resource, "contractrollout")
     wait_for(lambda: resource not in served(contract.cluster, stack.group), f"{resource} no longer served")

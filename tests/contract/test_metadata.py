@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.contract.stack import LAST_APPLIED, USER_KEY_PREFIX, Contract, Stack, cause_fields, user_annotations
+from tests.contract.stack import (
+    JSON,
+    LAST_APPLIED,
+    ORACLE_GROUP,
+    USER_KEY_PREFIX,
+    Contract,
+    Stack,
+    cause_fields,
+    user_annotations,
+)
 
 # ------------------------------------------------------------------------- prefixing and de-prefixing
 
@@ -90,19 +99,43 @@ def test_bad_user_metadata_is_422_on_patch(contract: Contract, stack: Stack, cas
 # ------------------------------------------------------------------------- generation
 
 
-def test_generation_counts_spec_changes_like_a_crd(contract: Contract) -> None:
-    """As for a custom resource: 1 on create, +1 per spec change, unchanged by label, annotation or
-    no-op writes."""
-    contract.apply("counted", {"size": 1})
-    assert contract.get("counted")["metadata"]["generation"] == 1
-    contract.patch("counted", {"spec": {"size": 2}})
-    assert contract.get("counted")["metadata"]["generation"] == 2
-    contract.patch("counted", {"metadata": {"labels": {"team": "x"}}})
-    contract.patch("counted", {"metadata": {"annotations": {"note": "x"}}})
-    contract.patch("counted", {"spec": {"size": 2}})
-    assert contract.get("counted")["metadata"]["generation"] == 2
-    contract.patch("counted", {"spec": {"tier": "large"}})
-    assert contract.get("counted")["metadata"]["generation"] == 3
+#: Merge patches applied in turn to an Application and to the same object of the oracle CRD.
+WRITES: tuple[JSON, ...] = (
+    {"spec": {"size": 2}},
+    {"metadata": {"labels": {"team": "x"}}},
+    {"metadata": {"annotations": {"note": "x"}}},
+    {"spec": {"size": 2}},  # a no-op
+    {"spec": {"tier": "large"}},
+    {"metadata": {"labels": {"team": None}}},
+)
+
+
+def test_generation_and_resource_version_follow_crd_semantics(contract: Contract, stack: Stack, oracle: str) -> None:
+    """metadata.generation counts spec changes (not label, annotation or no-op writes) and
+    resourceVersion moves on every real write, exactly as kube-apiserver does for a custom resource
+    with the same schema."""
+
+    def observe(path: str, write: JSON | None) -> tuple[Any, ...]:
+        if write is not None:
+            code, body = contract.api.request("PATCH", path, write, content_type="application/merge-patch+json")
+            assert code == 200, body
+        code, body = contract.api.request("GET", path)
+        assert code == 200, body
+        return body["metadata"].get("generation"), body["metadata"]["resourceVersion"]
+
+    oracle_path = f"{oracle}/counted-{stack.name}"
+    code, body = contract.api.request("POST", oracle, stack.manifest(f"counted-{stack.name}", {"size": 1}) | {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": f"counted-{stack.name}"}})
+    assert code == 201, body
+    contract.create("counted", {"size": 1})
+    steps: list[tuple[JSON | None, tuple[Any, ...], tuple[Any, ...]]] = [
+        (None, observe(oracle_path, None), observe(stack.path("counted"), None))]
+    for write in WRITES:
+        steps.append((write, observe(oracle_path, write), observe(stack.path("counted"), write)))
+    for (done, crd, app), (_, crd_before, app_before) in zip(steps[1:], steps, strict=False):
+        assert app[0] == crd[0], f"generation after {done}: {app[0]}, a custom resource has {crd[0]}"
+        assert (app[1] != app_before[1]) == (crd[1] != crd_before[1]), f"resourceVersion after {done}"
+    assert steps[0][2][0] == steps[0][1][0] == 1
 
 
 # ------------------------------------------------------------------------- resourceVersion

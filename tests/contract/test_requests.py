@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.contract.stack import Contract, Stack, cause_fields
@@ -93,3 +95,21 @@ def test_missing_application_is_404(contract: Contract, stack: Stack) -> None:
     contract.refused("DELETE", stack.path("nosuch"), None, 404, "NotFound")
     contract.refused("PATCH", stack.path("nosuch"), {"spec": {}}, 404, "NotFound",
                      content_type="application/merge-patch+json")
+
+
+# ------------------------------------------------------------------------- bodies and content types
+
+
+def test_generic_bad_bodies(contract: Contract, stack: Stack) -> None:
+    post = stack.collection
+    contract.refused("POST", post, '{"apiVersion": "x", "kind": ', 400, "BadRequest")
+    contract.refused("POST", post, stack.manifest("wrongversion") | {"apiVersion": f"{stack.group}/v2"}, 400)
+    contract.refused("POST", post, stack.manifest("wrongkind") | {"kind": "Other"}, 400)
+    other = stack.manifest("otherns")
+    other["metadata"]["namespace"] = "elsewhere"
+    contract.refused("POST", post, other, 400, "BadRequest")
+    contract.refused("POST", post, json.dumps(stack.manifest("big", {"note": "x" * (3 * 1024 * 1024 + 10)})), 413)
+    contract.refused("POST", post, json.dumps(stack.manifest("plain")), 415, content_type="text/plain")
+    contract.apply("strategic", {"size": 1})
+    contract.refused("PATCH", stack.path("strategic"), {"spec": {"size": 2}}, 415,
+                     content_type="application/strategic-merge-patch+json")
