@@ -28,10 +28,9 @@ RESERVED: frozenset[str] = frozenset(
 )
 #: OpenTofu's identifier rule (hclsyntax.ValidIdentifier): a letter or underscore, then letters,
 #: digits, underscores and dashes.  OpenTofu also takes non-ASCII letters; we keep to ASCII, a
-#: strict subset, so every accepted name is one OpenTofu accepts.
+#: strict subset, so every accepted name is one OpenTofu accepts.  Nested object attributes follow
+#: the same rule without the reserved names.
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-#: Nested object attributes only have to be HCL identifiers (verbatim keeps camelCase there).
-ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 SNAKE_CASE = "snake_case"
 VERBATIM = "verbatim"
@@ -95,8 +94,8 @@ def naming_problems(schema: dict[str, Any], naming: str) -> list[str]:
             error = variable_name_error(name)
             if error:
                 problems.append(f"property {path!r}: {error}")
-        elif not ATTRIBUTE_NAME.match(name):
-            problems.append(f"property {path!r}: attribute name {name!r} must match {ATTRIBUTE_NAME.pattern}")
+        elif not VARIABLE_NAME.fullmatch(name):
+            problems.append(f"property {path!r}: attribute name {name!r} must match {VARIABLE_NAME.pattern}")
         other = seen.setdefault((parent, name), key)
         if other != key:
             where = f" in {parent.rstrip('.')!r}" if parent else ""
