@@ -172,6 +172,7 @@ class FreezableProxy:
         self._flowing.clear()
 
     async def close(self) -> None:
+        self._flowing.set()  # let the relays see their clients' end and finish
         if self._server is not None:
             self._server.close()
 
@@ -189,14 +190,23 @@ class FreezableProxy:
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
 
-@pytest.fixture
-async def lease_api(control_plane: Cluster) -> AsyncIterator[kclient.ApiClient]:
-    kubectl(control_plane, "create", "namespace", LEASE_NS, check=False)
-    client = await api_client(str(control_plane.kubeconfig))
+@contextlib.asynccontextmanager
+async def connected(cluster: Cluster, host: str | None = None) -> AsyncIterator[kclient.ApiClient]:
+    """A client with the cluster's admin credentials, talking to ``host`` (a relay) if given."""
+    client = await api_client(str(cluster.kubeconfig))
+    if host is not None:
+        client.configuration.host = host
     try:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def lease_api(control_plane: Cluster) -> AsyncIterator[kclient.ApiClient]:
+    kubectl(control_plane, "create", "namespace", LEASE_NS, check=False)
+    async with connected(control_plane) as client:
+        yield client
 
 
 @pytest.fixture
@@ -288,18 +298,16 @@ async def test_hung_renewal_steps_down_before_the_lease_expires(control_plane: C
                                                                 lease_api: kclient.ApiClient,
                                                                 lease_name: str) -> None:
     proxy = FreezableProxy(control_plane.server)
-    proxied = await api_client(str(control_plane.kubeconfig))
-    proxied.configuration.host = await proxy.start()
-    a = LeaderElector(proxied, LEASE_NS, lease_name, "a", **FAST)
-    b = LeaderElector(lease_api, LEASE_NS, lease_name, "b", **FAST)
     try:
-        async with running(a):
-            await until(lambda: a.is_leader, "a leads", 10)
-            async with running(b):
-                await asyncio.sleep(1.5)
-                proxy.freeze()  # a's next renewal never gets an answer
-                await until(lambda: b.is_leader, "b takes over", 15, lambda: one_leader(a, b))
-                assert not a.is_leader
+        async with connected(control_plane, await proxy.start()) as proxied:
+            a = LeaderElector(proxied, LEASE_NS, lease_name, "a", **FAST)
+            b = LeaderElector(lease_api, LEASE_NS, lease_name, "b", **FAST)
+            async with running(a):
+                await until(lambda: a.is_leader, "a leads", 10)
+                async with running(b):
+                    await asyncio.sleep(1.5)
+                    proxy.freeze()  # a's next renewal never gets an answer
+                    await until(lambda: b.is_leader, "b takes over", 15, lambda: one_leader(a, b))
+                    assert not a.is_leader
     finally:
         await proxy.close()
-        await proxied.close()
