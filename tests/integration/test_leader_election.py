@@ -62,11 +62,15 @@ def rolled_out_events(cluster: Cluster, definition: str) -> list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def replicas(control_plane: Cluster) -> Iterator[dict[str, int]]:
-    """Two helm_agl processes electing a leader; identity (hostname_pid) -> pid."""
+def replicas(control_plane: Cluster, helm_service: services.Running) -> Iterator[dict[str, int]]:
+    """Two helm_agl processes electing a leader; identity (hostname_pid) -> pid.
+
+    Asks for the session's ``helm_service`` so that the one given back at the end is stopped with
+    the session, even when no other module needed it.
+    """
     for ns in (NS, LEASE_NS):
         kubectl(control_plane, "create", "namespace", ns, check=False)
-    # The session's helm_agl (if other modules started one) runs without election: replace it.
+    # The session's helm_agl runs without election: replace it.
     services.stop(control_plane, services.HELM_AGL)
     first = services.start(control_plane, services.HELM_AGL, extra_args=ELECTION)
     _ca, cert = aggregation.serving_cert(control_plane, services.HELM_AGL.name, services.NAMESPACE)
