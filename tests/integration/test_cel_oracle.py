@@ -302,3 +302,56 @@ def test_a_rule_that_does_not_compile_is_refused_with_its_path(api: Api, case: s
     _, errors = compile_schema(schema, base=SCHEMA_BASE)
     assert {e.path for e in errors} == theirs
     assert f"{SCHEMA_BASE}.{path}" in theirs
+
+
+def test_message_expression_fallback_and_duplicate_and_runtime_error_messages(sequence: Sequence) -> None:
+    denied = sequence.send({"name": "db", "tags": ["t-a", "t-a"]})
+    assert [_key(c) for c in denied] == [("FieldValueDuplicate", "spec.tags", "Duplicate value")]
+    denied = sequence.send({"replicas": 1})
+    assert [c["message"] for c in denied] == [
+        'Invalid value: "object": no such key: name evaluating rule: self.name.size() <= 20']
+
+
+RATCHET_PLURAL = "ratchets"
+RATCHET_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"a": {"type": "string", "maxLength": 20}, "b": {"type": "string"}},
+}
+
+
+def test_ratcheting_an_object_that_predates_a_rule(api: Api) -> None:
+    """A rule added after an object was stored does not block updates that leave its field alone."""
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    status, crd = api.request("POST", crds, _crd(RATCHET_PLURAL, RATCHET_SCHEMA))
+    assert status == 201, crd
+    try:
+        collection = f"/apis/{GROUP}/v1/namespaces/{NAMESPACE}/{RATCHET_PLURAL}"
+        wait_for(lambda: api.request("GET", collection)[0] == 200, "the ratchet resource to serve")
+        body = {"apiVersion": f"{GROUP}/v1", "kind": "Ratchet", "metadata": {"name": "r", "namespace": NAMESPACE},
+                "spec": {"a": "legacy", "b": "1"}}
+        status, stored = api.request("POST", collection, body)
+        assert status == 201, stored
+
+        ruled = copy.deepcopy(RATCHET_SCHEMA)
+        ruled["properties"]["a"].update(_rules({"rule": "self.startsWith('x')", "message": "a starts with x"}))
+        _, crd = api.request("GET", f"{crds}/{RATCHET_PLURAL}.{GROUP}")
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = ruled
+        status, answer = api.request("PUT", f"{crds}/{RATCHET_PLURAL}.{GROUP}", crd)
+        assert status == 200, answer
+        fresh = {**body, "metadata": {"name": "probe", "namespace": NAMESPACE}}
+        wait_for(lambda: api.request("POST", f"{collection}?dryRun=All", fresh)[0] == 422, "the new rule to apply")
+
+        rules, errors = compile_schema(ruled)
+        assert errors == []
+        for spec in ({"a": "legacy", "b": "2"}, {"a": "legacy2", "b": "2"}):
+            metadata = {**body["metadata"], "resourceVersion": stored["metadata"]["resourceVersion"]}
+            update = {**body, "metadata": metadata, "spec": spec}
+            status, answer = api.request("PUT", f"{collection}/r", update)
+            ours = validate(rules, spec, stored["spec"])
+            if status == 200:
+                assert ours == [], spec
+                stored = answer
+            else:
+                assert sorted(map(_key, ours)) == sorted(map(_key, answer["details"]["causes"])), spec
+        assert stored["spec"] == {"a": "legacy", "b": "2"}
+    finally:
+        api.request("DELETE", f"{crds}/{RATCHET_PLURAL}.{GROUP}")
