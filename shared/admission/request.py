@@ -1,0 +1,57 @@
+"""The attributes of one admission request, as policies and webhooks see them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """What kube-apiserver knows about a write when it runs admission.
+
+    ``object`` is the user kind as the client sent it (after defaulting), ``old_object`` the stored
+    one (update and delete). ``operation`` is ``CREATE``, ``UPDATE`` or ``DELETE``.
+    """
+
+    operation: str
+    group: str
+    version: str
+    resource: str
+    kind: str
+    name: str
+    namespace: str
+    user: UserInfo
+    object: JSON | None = None
+    old_object: JSON | None = None
+    subresource: str = ""
+    dry_run: bool = False
+    options: JSON | None = None
+
+    def as_cel(self) -> JSON:
+        """The ``request`` variable: an ``admission.k8s.io/v1`` AdmissionRequest without the objects."""
+        kind = {"group": self.group, "version": self.version, "kind": self.kind}
+        resource = {"group": self.group, "version": self.version, "resource": self.resource}
+        user: JSON = {"username": self.user.username, "uid": self.user.uid, "groups": list(self.user.groups),
+                      "extra": {key: list(values) for key, values in self.user.extra.items()}}
+        return {
+            "kind": kind, "resource": resource, "subResource": self.subresource,
+            "requestKind": kind, "requestResource": resource, "requestSubResource": self.subresource,
+            "name": self.name, "namespace": self.namespace, "operation": self.operation,
+            "userInfo": user, "dryRun": self.dry_run, "options": self.options,
+        }
+
+    @property
+    def labelled_object(self) -> JSON | None:
+        """The object whose labels selectors match: the new one, or the old one on delete."""
+        return self.object if self.object is not None else self.old_object
