@@ -127,6 +127,8 @@ def _run(expression: Expression, bindings: JSON) -> Any:
 class _Failure:
     message: str
     reason: str
+    #: Which validation failed (for the audit annotation).
+    index: int = 0
 
 
 def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], dict[str, str]] | None:
@@ -143,15 +145,15 @@ def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], d
         except _Failed:
             continue  # kube-apiserver evaluates variables lazily: only a use of this one fails.
     failures: list[_Failure] = []
-    for validation in policy.validations:
+    for index, validation in enumerate(policy.validations):
         try:
             if _run(validation.expression, bindings) is True:
                 continue
         except _Failed as exc:
             if policy.failure_policy == "Fail":
-                failures.append(_Failure(str(exc), "Invalid"))
+                failures.append(_Failure(str(exc), "Invalid", index))
             continue
-        failures.append(_Failure(_message(validation, bindings), validation.reason))
+        failures.append(_Failure(_message(validation, bindings), validation.reason, index))
     annotations: dict[str, str] = {}
     for key, annotation in policy.audit_annotations:
         try:
@@ -243,7 +245,7 @@ def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request:
                                         f"binding '{binding_name}': {failure.message}")
             if "Audit" in actions:
                 audit.append({"message": failure.message, "policy": policy.name, "binding": binding_name,
-                              "expressionIndex": 0, "validationActions": sorted(actions)})
+                              "expressionIndex": failure.index, "validationActions": sorted(actions)})
     if audit:
         verdict.audit_annotations[AUDIT_KEY] = json.dumps(audit)
     return verdict

@@ -68,6 +68,17 @@ POLICIES: list[dict[str, Any]] = [
         "validations": [{"expression": "!has(object.spec.size) || object.spec.size != 'xl'",
                          "message": "xl is expensive"}],
     }},
+    {"metadata": {"name": "strict-errors"}, "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": _rules(["CREATE"]),
+        "matchConditions": [{"name": "opted-in", "expression": "object.metadata.name.startsWith('strict-')"}],
+        "validations": [{"expression": "object.spec.tier == 'gold'"}],
+    }},
+    {"metadata": {"name": "lenient-errors"}, "spec": {
+        "failurePolicy": "Ignore",
+        "matchConstraints": _rules(["CREATE"]),
+        "validations": [{"expression": "object.spec.size == 'xl' || object.spec.tier != 'gold'"}],
+    }},
     {"metadata": {"name": "protected-delete"}, "spec": {
         "matchConstraints": _rules(["DELETE"]),
         "validations": [{"expression": "!has(oldObject.metadata.labels) || "
@@ -83,6 +94,8 @@ BINDINGS: list[dict[str, Any]] = [
     }},
     {"metadata": {"name": "size-warn"}, "spec": {"policyName": "size-warning", "validationActions": ["Warn"]}},
     {"metadata": {"name": "protected"}, "spec": {"policyName": "protected-delete", "validationActions": ["Deny"]}},
+    {"metadata": {"name": "strict"}, "spec": {"policyName": "strict-errors", "validationActions": ["Deny"]}},
+    {"metadata": {"name": "lenient"}, "spec": {"policyName": "lenient-errors", "validationActions": ["Deny"]}},
 ]
 
 
@@ -226,3 +239,13 @@ def test_update_and_delete_run_validating_policies(oracle: Oracle) -> None:
     assert status == 422
     status, answer, _ = oracle.check("DELETE", PROD, None, stored, name)
     assert status == 422 and "failed expression" in answer["message"]
+
+
+def test_failure_policy_fail_denies_on_an_evaluation_error_and_ignore_skips(oracle: Oracle) -> None:
+    name = f"strict-{_name()}"
+    status, answer, _ = oracle.check("CREATE", DEV, _object(DEV, name, {"size": "s"}), None, name)
+    assert status == 422 and "resulted in error" in answer["message"]
+    # lenient-errors fails to evaluate (no spec.size) but ignores that; strict-errors does not match.
+    other = _name()
+    status, _, _ = oracle.check("CREATE", DEV, _object(DEV, other, {"tier": "gold"}), None, other)
+    assert status == 201
