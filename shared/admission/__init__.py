@@ -16,11 +16,11 @@ and :mod:`~shared.admission.library`.
 """
 
 from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy
-from shared.admission.request import AdmissionRequest, UserInfo
+from shared.admission.request import AdmissionRequest
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
 from shared.admission.validation import validate
 
 __all__ = [
-    "AdmissionRequest", "CompiledPolicy", "CompiledSchema", "ParamLookup", "RuleError", "UserInfo", "Verdict",
+    "AdmissionRequest", "CompiledPolicy", "CompiledSchema", "ParamLookup", "RuleError", "Verdict",
     "admit", "compile_policy", "compile_schema", "validate",
 ]

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from shared.api.rest import User
+
 JSON = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class UserInfo:
-    username: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -31,7 +25,7 @@ class AdmissionRequest:
     kind: str
     name: str
     namespace: str
-    user: UserInfo
+    user: User
     object: JSON | None = None
     old_object: JSON | None = None
     subresource: str = ""
@@ -42,7 +36,7 @@ class AdmissionRequest:
         """The ``request`` variable: an ``admission.k8s.io/v1`` AdmissionRequest without the objects."""
         kind = {"group": self.group, "version": self.version, "kind": self.kind}
         resource = {"group": self.group, "version": self.version, "resource": self.resource}
-        user: JSON = {"username": self.user.username, "uid": self.user.uid, "groups": list(self.user.groups),
+        user: JSON = {"username": self.user.name, "uid": "", "groups": list(self.user.groups),
                       "extra": {key: list(values) for key, values in self.user.extra.items()}}
         return {
             "kind": kind, "resource": resource, "subResource": self.subresource,

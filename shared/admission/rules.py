@@ -132,13 +132,8 @@ def _compile_rule(schema: JSON, entry: JSON, path: str, uncorrelatable: str | No
         fail("rule", "Required value")
         return None
     optional_old_self = entry.get("optionalOldSelf") is True
-    try:
-        program = expressions.compile_expression(source, SELF_AND_OLD, optional_old_self=optional_old_self)
-    except CompileError as exc:
-        fail("rule", f"compilation failed: {exc}")
-        return None
-    if expressions.result_type(program) not in ("bool", "dyn"):
-        fail("rule", "compilation failed: cel expression must evaluate to a bool")
+    program = _compile_typed(source, optional_old_self, "bool", "rule", "compilation failed", fail)
+    if program is None:
         return None
     uses_old_self = expressions.uses_variable(source, SELF_AND_OLD, "oldSelf")
     before = len(errors)
@@ -179,12 +174,19 @@ def _compile_message_expression(source: Any, optional_old_self: bool, fail: Any)
     if not isinstance(source, str):
         fail("messageExpression", "must be a string")
         return None
+    return _compile_typed(source, optional_old_self, "string", "messageExpression",
+                          "messageExpression compilation failed", fail)
+
+
+def _compile_typed(source: str, optional_old_self: bool, result: str, step: str, prefix: str,
+                   fail: Any) -> Program | None:
+    """Compile ``source`` and check that it yields ``result`` (or a dynamic value); errors go to ``fail``."""
     try:
         program = expressions.compile_expression(source, SELF_AND_OLD, optional_old_self=optional_old_self)
     except CompileError as exc:
-        fail("messageExpression", f"messageExpression compilation failed: {exc}")
+        fail(step, f"{prefix}: {exc}")
         return None
-    if expressions.result_type(program) not in ("string", "dyn"):
-        fail("messageExpression", "messageExpression compilation failed: must evaluate to a string")
+    if expressions.result_type(program) not in (result, "dyn"):
+        fail(step, f"{prefix}: cel expression must evaluate to a {result}")
         return None
     return program

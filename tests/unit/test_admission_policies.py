@@ -8,7 +8,8 @@ from typing import Any
 
 from shared.admission.matching import matches, rule_matches
 from shared.admission.policies import AUDIT_KEY, admit, compile_policy
-from shared.admission.request import AdmissionRequest, UserInfo
+from shared.admission.request import AdmissionRequest
+from shared.api.rest import User
 
 RULE = {"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
         "resources": ["mariadbs"]}
@@ -17,7 +18,7 @@ RULE = {"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": 
 def _request(**overrides: Any) -> AdmissionRequest:
     values: dict[str, Any] = {
         "operation": "CREATE", "group": "apps.cozystack.io", "version": "v1alpha1", "resource": "mariadbs",
-        "kind": "MariaDB", "name": "db", "namespace": "tenant-a", "user": UserInfo("alice", groups=("dev",)),
+        "kind": "MariaDB", "name": "db", "namespace": "tenant-a", "user": User("alice", groups=("dev",)),
         "object": {"metadata": {"name": "db", "labels": {"team": "x"}}, "spec": {"size": "xl"}},
     }
     values.update(overrides)
