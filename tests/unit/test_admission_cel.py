@@ -172,3 +172,19 @@ def test_rule_field_paths_resolve_against_the_schema() -> None:
         resolve_rule_field_path(schema, ".nope")
     with pytest.raises(ValueError):
         resolve_rule_field_path(schema, "a")
+
+
+def test_the_sample_postgres_definition_compiles_and_keeps_storage_class_immutable() -> None:
+    import json
+
+    from tests.kube import load_fixture
+
+    definition = load_fixture("postgres.yaml")
+    schema = json.loads(definition["spec"]["application"]["openAPISchema"])
+    compiled, errors = compile_schema(schema)
+    assert errors == []
+    assert validate(compiled, {"storageClass": "fast", "replicas": 2}) == []
+    assert validate(compiled, {"storageClass": "fast", "replicas": 3}, {"storageClass": "fast", "replicas": 2}) == []
+    assert validate(compiled, {"storageClass": "slow"}, {"storageClass": "fast"}) == [{
+        "reason": "FieldValueInvalid", "field": "spec.storageClass",
+        "message": 'Invalid value: "slow": storageClass cannot be changed'}]
