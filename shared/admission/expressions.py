@@ -98,19 +98,34 @@ def _compiler_message(text: str) -> str:
     return text.removesuffix("[INVALID_ARGUMENT]").rstrip()
 
 
-def compile_expression(source: str, variables: frozenset[str], *, optional_old_self: bool = False) -> Program:
+def compile_expression(source: str, variables: frozenset[str], *, optional_old_self: bool = False,
+                       conversion: str = "") -> Program:
     """Compile ``source`` with every name in ``variables`` bound to a dynamically typed value.
 
     With ``optional_old_self`` the expression sees ``oldSelf`` as ``optional(dyn)``, as an
-    ``optionalOldSelf`` rule does in kube-apiserver.
+    ``optionalOldSelf`` rule does in kube-apiserver. ``conversion`` (``timestamp`` or ``duration``)
+    makes ``self`` and ``oldSelf`` that type, as kube-apiserver types a string with
+    ``format: date-time``/``date`` or ``duration``: the binding takes only plain values in, so the
+    conversion is done by CEL itself, around the rule.
     """
     compiled = _compile(source, variables)
-    if not optional_old_self:
+    if not optional_old_self and not conversion:
         return Program(source, compiled)
-    # Compiled once as written so that errors point into the rule itself, then wrapped.
-    hidden = (variables - {"oldSelf"}) | {_OLD_VALUE}
-    wrapped = f"cel.bind(oldSelf, {_HAS_OLD} ? optional.of({_OLD_VALUE}) : optional.none(), {source})"
-    return Program(source, _compile(wrapped, frozenset(hidden)), optional_old_self=True)
+    # Compiled once as written so that syntax errors point into the rule itself, then wrapped.
+    wrapped, hidden = source, variables
+
+    def converted(name: str) -> str:
+        return f"{conversion}({name})" if conversion else name
+
+    if optional_old_self:
+        hidden = (hidden - {"oldSelf"}) | {_OLD_VALUE}
+        old = f"{_HAS_OLD} ? optional.of({converted(_OLD_VALUE)}) : optional.none()"
+        wrapped = f"cel.bind(oldSelf, {old}, {wrapped})"
+    elif conversion and uses_variable(source, variables, "oldSelf"):
+        wrapped = f"cel.bind(oldSelf, {converted('oldSelf')}, {wrapped})"
+    if conversion:
+        wrapped = f"cel.bind(self, {converted('self')}, {wrapped})"
+    return Program(source, _compile(wrapped, frozenset(hidden)), optional_old_self=optional_old_self)
 
 
 def result_type(program: Program) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from shared.admission import expressions
 from shared.admission.expressions import CompileError, Program
 from shared.admission.fieldpaths import Segment, resolve_rule_field_path
+from shared.admission.values import conversion
 
 JSON = dict[str, Any]
 
@@ -132,7 +133,8 @@ def _compile_rule(schema: JSON, entry: JSON, path: str, uncorrelatable: str | No
         fail("rule", "Required value")
         return None
     optional_old_self = entry.get("optionalOldSelf") is True
-    program = _compile_typed(source, optional_old_self, "bool", "rule", "compilation failed", fail)
+    convert = conversion(schema)
+    program = _compile_typed(source, optional_old_self, convert, "bool", "rule", "compilation failed", fail)
     if program is None:
         return None
     uses_old_self = expressions.uses_variable(source, SELF_AND_OLD, "oldSelf")
@@ -147,7 +149,7 @@ def _compile_rule(schema: JSON, entry: JSON, path: str, uncorrelatable: str | No
     reason = entry.get("reason", "FieldValueInvalid")
     if reason not in REASONS:
         fail("reason", f'Unsupported value: "{reason}"')
-    message_expression = _compile_message_expression(entry.get("messageExpression"), optional_old_self, fail)
+    message_expression = _compile_message_expression(entry.get("messageExpression"), optional_old_self, convert, fail)
     field_path: tuple[Segment, ...] = ()
     if entry.get("fieldPath"):
         try:
@@ -168,21 +170,22 @@ def _compile_rule(schema: JSON, entry: JSON, path: str, uncorrelatable: str | No
     )
 
 
-def _compile_message_expression(source: Any, optional_old_self: bool, fail: Any) -> Program | None:
+def _compile_message_expression(source: Any, optional_old_self: bool, convert: str, fail: Any) -> Program | None:
     if not source:
         return None
     if not isinstance(source, str):
         fail("messageExpression", "must be a string")
         return None
-    return _compile_typed(source, optional_old_self, "string", "messageExpression",
+    return _compile_typed(source, optional_old_self, convert, "string", "messageExpression",
                           "messageExpression compilation failed", fail)
 
 
-def _compile_typed(source: str, optional_old_self: bool, result: str, step: str, prefix: str,
+def _compile_typed(source: str, optional_old_self: bool, convert: str, result: str, step: str, prefix: str,
                    fail: Any) -> Program | None:
     """Compile ``source`` and check that it yields ``result`` (or a dynamic value); errors go to ``fail``."""
     try:
-        program = expressions.compile_expression(source, SELF_AND_OLD, optional_old_self=optional_old_self)
+        program = expressions.compile_expression(source, SELF_AND_OLD, optional_old_self=optional_old_self,
+                                                 conversion=convert)
     except CompileError as exc:
         fail(step, f"{prefix}: {exc}")
         return None

@@ -1,8 +1,9 @@
 """Objects as CEL sees them: typed by the schema, property names escaped.
 
-kube-apiserver types ``self`` by the schema node it is bound at. Two consequences matter at run
-time and are reproduced here: a ``number`` is a double even when the JSON holds ``3``, and a
-``string`` with ``format: byte`` is bytes. Property names are escaped as kube-apiserver escapes them
+kube-apiserver types ``self`` by the schema node it is bound at. The consequences that matter at
+run time are reproduced here: a ``number`` is a double even when the JSON holds ``3``, a ``string``
+with ``format: byte`` is bytes, and one with ``format: date-time``, ``date`` or ``duration`` is a
+timestamp or duration (:func:`conversion`). Property names are escaped as kube-apiserver escapes them
 (``foo-bar`` is ``self.foo__dash__bar``, ``namespace`` is ``self.__namespace__``); the keys of a
 map (``additionalProperties``) are left as they are.
 """
@@ -60,12 +61,24 @@ def to_cel(schema: JSON | None, value: Any) -> Any:
         return value
     if isinstance(value, int) and node.get("type") == "number":
         return float(value)
+    if isinstance(value, str) and node.get("type") == "string" and node.get("format") == "date":
+        return f"{value}T00:00:00Z"  # a date is a timestamp at midnight UTC (see conversion())
     if isinstance(value, str) and node.get("type") == "string" and node.get("format") == "byte":
         try:
             return base64.b64decode(value, validate=True)
         except binascii.Error:
             return value
     return value
+
+
+def conversion(schema: JSON) -> str:
+    """The CEL function that turns a node's string into the type kube-apiserver gives it, if any.
+
+    Only ``self`` at such a node is converted: the same field seen from its parent stays a string.
+    """
+    if schema.get("type") != "string":
+        return ""
+    return {"date-time": "timestamp", "date": "timestamp", "duration": "duration"}.get(str(schema.get("format")), "")
 
 
 def _object(properties: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
