@@ -131,12 +131,26 @@ class _Failure:
     index: int = 0
 
 
+def _conditions_match(policy: CompiledPolicy, bindings: JSON) -> bool:
+    """Whether every match condition holds. As in kube-apiserver a false condition wins over an error
+    in another one; an error alone fails the policy."""
+    failed: _Failed | None = None
+    for _, condition in policy.match_conditions:
+        try:
+            if _run(condition, bindings) is not True:
+                return False
+        except _Failed as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
+    return True
+
+
 def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], dict[str, str]] | None:
     """The failed validations and audit annotations of one policy run; None when a match condition
     leaves the request alone."""
-    for _, condition in policy.match_conditions:
-        if _run(condition, bindings) is not True:
-            return None
+    if not _conditions_match(policy, bindings):
+        return None
     values: JSON = {}
     bindings["variables"] = values
     for name, variable in policy.variables:

@@ -75,6 +75,15 @@ POLICIES: list[dict[str, Any]] = [
         "matchConditions": [{"name": "opted-in", "expression": "object.metadata.name.startsWith('strict-')"}],
         "validations": [{"expression": "object.spec.tier == 'gold'"}],
     }},
+    {"metadata": {"name": "condition-errors"}, "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": _rules(["CREATE"]),
+        "matchConditions": [
+            {"name": "sized", "expression": "object.spec.size != ''"},
+            {"name": "opted-in", "expression": "object.metadata.name.startsWith('cond-')"},
+        ],
+        "validations": [{"expression": "false", "message": "conditions matched"}],
+    }},
     {"metadata": {"name": "lenient-errors"}, "spec": {
         "failurePolicy": "Ignore",
         "matchConstraints": _rules(["CREATE"]),
@@ -97,6 +106,7 @@ BINDINGS: list[dict[str, Any]] = [
     {"metadata": {"name": "protected"}, "spec": {"policyName": "protected-delete", "validationActions": ["Deny"]}},
     {"metadata": {"name": "strict"}, "spec": {"policyName": "strict-errors", "validationActions": ["Deny"]}},
     {"metadata": {"name": "lenient"}, "spec": {"policyName": "lenient-errors", "validationActions": ["Deny"]}},
+    {"metadata": {"name": "conditions"}, "spec": {"policyName": "condition-errors", "validationActions": ["Deny"]}},
 ]
 
 
@@ -249,4 +259,13 @@ def test_failure_policy_fail_denies_on_an_evaluation_error_and_ignore_skips(orac
     # lenient-errors fails to evaluate (no spec.size) but ignores that; strict-errors does not match.
     other = _name()
     status, _, _ = oracle.check("CREATE", DEV, _object(DEV, other, {"tier": "gold"}), None, other)
+    assert status == 201
+
+
+def test_match_condition_errors_fail_the_policy_unless_another_condition_is_false(oracle: Oracle) -> None:
+    name = f"cond-{_name()}"
+    status, answer, _ = oracle.check("CREATE", DEV, _object(DEV, name, {"tier": "x"}), None, name)
+    assert status == 422 and answer["message"].endswith("resulted in error: no such key: size")
+    other = _name()
+    status, _, _ = oracle.check("CREATE", DEV, _object(DEV, other, {"tier": "x"}), None, other)
     assert status == 201
