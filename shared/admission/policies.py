@@ -111,16 +111,28 @@ def compile_policy(policy: JSON) -> CompiledPolicy:
 
 
 class _Failed(Exception):
-    """An expression that did not compile or evaluate; handled per failurePolicy."""
+    """An expression that did not compile or evaluate; handled per failurePolicy. ``cause`` is the
+    runtime's own error text."""
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause or message
 
 
-def _run(expression: Expression, bindings: JSON) -> Any:
+def _run(expression: Expression, bindings: JSON, broken: dict[str, str] | None = None) -> Any:
+    """Evaluate ``expression``. ``broken`` maps the variables that failed to their error: they are
+    left out of ``variables``, and a use of one reports that variable's error, as kube-apiserver's
+    lazily evaluated variables do."""
     if expression.program is None:
         raise _Failed(expression.error)
     try:
         return expressions.evaluate(expression.program, bindings)
     except EvaluationError as exc:
-        raise _Failed(f"expression '{expression.source}' resulted in error: {exc}") from None
+        cause = str(exc)
+        for name, error in (broken or {}).items():
+            if cause == f"no such key: {name}" and f"variables.{name}" in expression.source:
+                cause = f'composited variable "{name}" fails to evaluate: {error}'
+        raise _Failed(f"expression '{expression.source}' resulted in error: {cause}", cause) from None
 
 
 @dataclass(frozen=True)
@@ -152,16 +164,17 @@ def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], d
     if not _conditions_match(policy, bindings):
         return None
     values: JSON = {}
+    broken: dict[str, str] = {}
     bindings["variables"] = values
     for name, variable in policy.variables:
         try:
-            values[name] = _run(variable, bindings)
-        except _Failed:
-            continue  # kube-apiserver evaluates variables lazily: only a use of this one fails.
+            values[name] = _run(variable, bindings, broken)
+        except _Failed as exc:
+            broken[name] = exc.cause
     failures: list[_Failure] = []
     for index, validation in enumerate(policy.validations):
         try:
-            if _run(validation.expression, bindings) is True:
+            if _run(validation.expression, bindings, broken) is True:
                 continue
         except _Failed as exc:
             if policy.failure_policy == "Fail":

@@ -84,6 +84,14 @@ POLICIES: list[dict[str, Any]] = [
         ],
         "validations": [{"expression": "false", "message": "conditions matched"}],
     }},
+    {"metadata": {"name": "variable-errors"}, "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": _rules(["CREATE"]),
+        "matchConditions": [{"name": "opted-in", "expression": "object.metadata.name.startsWith('var-')"}],
+        "variables": [{"name": "size", "expression": "object.spec.size"},
+                      {"name": "unused", "expression": "object.spec.nothing"}],
+        "validations": [{"expression": "variables.size != 'xxl'"}],
+    }},
     {"metadata": {"name": "lenient-errors"}, "spec": {
         "failurePolicy": "Ignore",
         "matchConstraints": _rules(["CREATE"]),
@@ -107,6 +115,7 @@ BINDINGS: list[dict[str, Any]] = [
     {"metadata": {"name": "strict"}, "spec": {"policyName": "strict-errors", "validationActions": ["Deny"]}},
     {"metadata": {"name": "lenient"}, "spec": {"policyName": "lenient-errors", "validationActions": ["Deny"]}},
     {"metadata": {"name": "conditions"}, "spec": {"policyName": "condition-errors", "validationActions": ["Deny"]}},
+    {"metadata": {"name": "variables"}, "spec": {"policyName": "variable-errors", "validationActions": ["Deny"]}},
 ]
 
 
@@ -269,3 +278,12 @@ def test_match_condition_errors_fail_the_policy_unless_another_condition_is_fals
     other = _name()
     status, _, _ = oracle.check("CREATE", DEV, _object(DEV, other, {"tier": "x"}), None, other)
     assert status == 201
+
+
+def test_a_variable_fails_only_where_it_is_used(oracle: Oracle) -> None:
+    name = f"var-{_name()}"
+    status, _, _ = oracle.check("CREATE", DEV, _object(DEV, name, {"size": "s"}), None, name)
+    assert status == 201
+    other = f"var-{_name()}"
+    status, answer, _ = oracle.check("CREATE", DEV, _object(DEV, other, {"tier": "x"}), None, other)
+    assert status == 422 and 'composited variable "size" fails to evaluate' in answer["message"]
