@@ -17,6 +17,7 @@ where a type error keeps the rules from running.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,21 +31,29 @@ from shared.api.errors import Cause, field_cause
 _COST_LIMIT = "operation cancelled: actual cost limit exceeded"
 
 
+#: Wall-clock budget for all rules of one request. Each evaluation is bounded by the runtime's
+#: iteration budget; this bounds their number (a rule on every item of a long list), as
+#: kube-apiserver's per-request cost budget does.
+REQUEST_BUDGET_SECONDS = 1.0
+
+
 @dataclass
 class _Run:
     base: str
+    deadline: float
     causes: list[Cause] = field(default_factory=list)
     #: Set when a rule ran out of budget: kube-apiserver runs no further rule for the request.
     stopped: bool = False
 
 
-def validate(compiled: CompiledSchema, value: Any, old: Any = None, *, base: str = "spec") -> list[Cause]:
+def validate(compiled: CompiledSchema, value: Any, old: Any = None, *, base: str = "spec",
+             budget_seconds: float = REQUEST_BUDGET_SECONDS) -> list[Cause]:
     """The causes for ``value`` (and, on update, the ``old`` value) under ``compiled``.
 
     ``value`` and ``old`` are the parsed JSON at the schema's root (``base`` names that root in the
     field paths: ``spec.storageClass``). An empty list means every rule holds.
     """
-    run = _Run(base)
+    run = _Run(base, time.monotonic() + budget_seconds)
     _walk(compiled, value, old, (), run)
     return run.causes
 
@@ -85,6 +94,11 @@ def _check_rules(node: CompiledSchema, value: Any, old: Any, path: tuple[Segment
     old_value = to_cel(node.schema, old) if old is not None else None
     for rule in node.rules:
         if run.stopped:
+            return
+        if time.monotonic() > run.deadline:
+            run.stopped = True
+            run.causes.append(_invalid(render(run.base, path), node.type, "validation failed due to running out of "
+                                       "cost budget, no further validation rules will be run"))
             return
         if old is None and rule.uses_old_self and not rule.optional_old_self:
             continue

@@ -188,3 +188,13 @@ def test_the_sample_postgres_definition_compiles_and_keeps_storage_class_immutab
     assert validate(compiled, {"storageClass": "slow"}, {"storageClass": "fast"}) == [{
         "reason": "FieldValueInvalid", "field": "spec.storageClass",
         "message": 'Invalid value: "slow": storageClass cannot be changed'}]
+
+
+def test_the_rules_of_one_request_share_a_budget() -> None:
+    schema = {"type": "array", "items": {"type": "string", **_rules({"rule": "self.matches('^[a-z]+$')"})}}
+    compiled, _ = compile_schema(schema)
+    assert validate(compiled, ["abc"] * 100) == []
+    causes = validate(compiled, ["abc"] * 20000, budget_seconds=0.01)
+    assert len(causes) == 1
+    assert causes[0]["message"] == ('Invalid value: "string": validation failed due to running out of cost budget, '
+                                    "no further validation rules will be run")
