@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.api.rest import User
+from shared.security.authz import ResourceAttributes
 
 JSON = dict[str, Any]
 
@@ -14,23 +15,44 @@ JSON = dict[str, Any]
 class AdmissionRequest:
     """What kube-apiserver knows about a write when it runs admission.
 
-    ``object`` is the user kind as the client sent it (after defaulting), ``old_object`` the stored
-    one (update and delete). ``operation`` is ``CREATE``, ``UPDATE`` or ``DELETE``.
+    ``target`` is the resource the request addresses, as the server already describes it for its
+    SubjectAccessReview (its ``verb`` is not used: ``operation`` is the admission operation,
+    ``CREATE``, ``UPDATE`` or ``DELETE``). ``object`` is the user kind as the client sent it
+    (after defaulting), ``old_object`` the stored one (update and delete).
     """
 
     operation: str
-    group: str
-    version: str
-    resource: str
+    target: ResourceAttributes
     kind: str
-    name: str
-    namespace: str
     user: User
     object: JSON | None = None
     old_object: JSON | None = None
-    subresource: str = ""
     dry_run: bool = False
     options: JSON | None = None
+
+    @property
+    def group(self) -> str:
+        return self.target.group
+
+    @property
+    def version(self) -> str:
+        return self.target.version
+
+    @property
+    def resource(self) -> str:
+        return self.target.resource
+
+    @property
+    def subresource(self) -> str:
+        return self.target.subresource
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.target.name or ""
 
     def as_cel(self) -> JSON:
         """The ``request`` variable: an ``admission.k8s.io/v1`` AdmissionRequest without the objects."""

@@ -20,6 +20,7 @@ import pytest
 from shared.admission.policies import CompiledPolicy, admit, compile_policy
 from shared.admission.request import AdmissionRequest
 from shared.api.rest import User
+from shared.security.authz import ResourceAttributes
 from tests.kube import Api, wait_for
 
 pytestmark = pytest.mark.integration
@@ -200,9 +201,8 @@ class Oracle:
         else:
             status, answer, warnings = _send(self.api, "DELETE", f"{_collection(namespace)}/{name}", None)
         _, namespace_object = self.api.request("GET", f"/api/v1/namespaces/{namespace}")
-        request = AdmissionRequest(operation=operation, group=GROUP, version="v1", resource=PLURAL, kind="Vaptarget",
-                                   name=name, namespace=namespace, user=User("agl-admin"), object=obj,
-                                   old_object=old)
+        target = ResourceAttributes(operation.lower(), GROUP, "v1", PLURAL, namespace, name)
+        request = AdmissionRequest(operation, target, "Vaptarget", User("agl-admin"), object=obj, old_object=old)
         verdict = admit(self.policies, BINDINGS, request, namespace_object, self.params)
         assert [_warning_text(w) for w in warnings] == verdict.warnings
         if status in (200, 201):

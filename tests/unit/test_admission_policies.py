@@ -10,19 +10,19 @@ from shared.admission.matching import matches, rule_matches
 from shared.admission.policies import AUDIT_KEY, admit, compile_policy
 from shared.admission.request import AdmissionRequest
 from shared.api.rest import User
+from shared.security.authz import ResourceAttributes
 
 RULE = {"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
         "resources": ["mariadbs"]}
 
 
-def _request(**overrides: Any) -> AdmissionRequest:
-    values: dict[str, Any] = {
-        "operation": "CREATE", "group": "apps.cozystack.io", "version": "v1alpha1", "resource": "mariadbs",
-        "kind": "MariaDB", "name": "db", "namespace": "tenant-a", "user": User("alice", groups=("dev",)),
-        "object": {"metadata": {"name": "db", "labels": {"team": "x"}}, "spec": {"size": "xl"}},
-    }
-    values.update(overrides)
-    return AdmissionRequest(**values)
+def _request(operation: str = "CREATE", resource: str = "mariadbs", subresource: str = "",
+             old_object: dict[str, Any] | None = None) -> AdmissionRequest:
+    target = ResourceAttributes(operation.lower(), "apps.cozystack.io", "v1alpha1", resource, "tenant-a", "db",
+                                subresource)
+    return AdmissionRequest(operation, target, "MariaDB", User("alice", groups=("dev",)),
+                            object={"metadata": {"name": "db", "labels": {"team": "x"}}, "spec": {"size": "xl"}},
+                            old_object=old_object)
 
 
 def _policy(name: str, expression: str, **spec: Any) -> dict[str, Any]:
