@@ -90,8 +90,15 @@ def _correlated_item(item: Any, old: Any, keys: tuple[str, ...]) -> Any:
 
 
 def _check_rules(node: CompiledSchema, value: Any, old: Any, path: tuple[Segment, ...], run: _Run) -> None:
-    self_value = to_cel(node.schema, value)
-    old_value = to_cel(node.schema, old) if old is not None else None
+    # Transition rules compare self with oldSelf: they see set and map lists in a canonical order.
+    views: dict[bool, tuple[Any, Any]] = {}
+
+    def view(unordered: bool) -> tuple[Any, Any]:
+        if unordered not in views:
+            views[unordered] = (to_cel(node.schema, value, unordered=unordered),
+                                None if old is None else to_cel(node.schema, old, unordered=unordered))
+        return views[unordered]
+
     for rule in node.rules:
         if run.stopped:
             return
@@ -104,6 +111,7 @@ def _check_rules(node: CompiledSchema, value: Any, old: Any, path: tuple[Segment
             continue
         if old is not None and not rule.uses_old_self and old == value:
             continue
+        self_value, old_value = view(rule.uses_old_self)
         bindings = {"self": self_value}
         if old is not None:
             bindings["oldSelf"] = old_value

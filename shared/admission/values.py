@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from typing import Any
 
@@ -43,20 +44,30 @@ def escape_property(name: str) -> str | None:
     return "".join(out)
 
 
-def to_cel(schema: JSON | None, value: Any) -> Any:
-    """``value`` (parsed JSON) as the CEL value a rule at ``schema`` sees."""
+def to_cel(schema: JSON | None, value: Any, *, unordered: bool = False) -> Any:
+    """``value`` (parsed JSON) as the CEL value a rule at ``schema`` sees.
+
+    With ``unordered`` the items of ``set`` and ``map`` lists come in a canonical order: kube-apiserver
+    compares such lists regardless of order, which a transition rule like ``self == oldSelf`` relies
+    on, and the runtime's list equality is ordered.
+    """
     node = schema or {}
     if isinstance(value, dict):
         properties = node.get("properties")
         if isinstance(properties, dict) and properties:
-            return _object(properties, value)
+            return _object(properties, value, unordered)
         values = node.get("additionalProperties")
         child = values if isinstance(values, dict) else None
-        return {key: to_cel(child, item) for key, item in value.items()}
+        return {key: to_cel(child, item, unordered=unordered) for key, item in value.items()}
     if isinstance(value, list):
         items = node.get("items")
         child = items if isinstance(items, dict) else None
-        return [to_cel(child, item) for item in value]
+        converted = [to_cel(child, item, unordered=unordered) for item in value]
+        if unordered and node.get("x-kubernetes-list-type") in ("set", "map"):
+            keys = node.get("x-kubernetes-list-map-keys") if node.get("x-kubernetes-list-type") == "map" else None
+            order = sorted(range(len(value)), key=lambda i: _identity(value[i], keys))
+            converted = [converted[i] for i in order]
+        return converted
     if isinstance(value, bool):
         return value
     if isinstance(value, int) and node.get("type") == "number":
@@ -81,11 +92,18 @@ def conversion(schema: JSON) -> str:
     return {"date-time": "timestamp", "date": "timestamp", "duration": "duration"}.get(str(schema.get("format")), "")
 
 
-def _object(properties: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
+def _identity(item: Any, keys: Any) -> str:
+    """What identifies a set item (its value) or a map-list item (its key fields), as sortable text."""
+    if isinstance(keys, list) and isinstance(item, dict):
+        item = [item.get(key) for key in keys]
+    return json.dumps(item, sort_keys=True)
+
+
+def _object(properties: dict[str, Any], value: dict[str, Any], unordered: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():
         escaped = escape_property(key)
         if escaped is not None:
             child = properties.get(key)
-            out[escaped] = to_cel(child if isinstance(child, dict) else None, item)
+            out[escaped] = to_cel(child if isinstance(child, dict) else None, item, unordered=unordered)
     return out

@@ -68,6 +68,9 @@ SPEC_SCHEMA: dict[str, Any] = {
         "window": {"type": "string", "format": "duration", "maxLength": 20, **_rules(
             {"rule": "self <= duration('1h')", "message": "window is over an hour"},
         )},
+        "zones": {"type": "array", "maxItems": 5, "x-kubernetes-list-type": "set",
+                  "items": {"type": "string", "maxLength": 10},
+                  **_rules({"rule": "self == oldSelf", "message": "zones are immutable"})},
         "ports": {
             "type": "array",
             "x-kubernetes-list-type": "map",
@@ -249,6 +252,12 @@ def test_transition_rule_on_map_list_items_correlates_by_key(sequence: Sequence)
     assert sequence.send({"name": "db", "ports": [{"name": "https", "port": 1}, {"name": "http", "port": 80}]}) == []
     denied = sequence.send({"name": "db", "ports": [{"name": "https", "port": 1}, {"name": "http", "port": 79}]})
     assert [c["field"] for c in denied] == ["spec.ports[1]"]
+
+
+def test_set_lists_compare_regardless_of_order(sequence: Sequence) -> None:
+    assert sequence.send({"name": "db", "zones": ["a", "b"]}) == []
+    assert sequence.send({"name": "db", "zones": ["b", "a"]}) == []
+    assert sequence.send({"name": "db", "zones": ["a", "c"]})
 
 
 def test_optional_old_self_runs_on_create_too(sequence: Sequence) -> None:
