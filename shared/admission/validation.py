@@ -4,14 +4,20 @@
 * A transition rule (one that refers to ``oldSelf``) runs only on update, and only where an old value
   correlates with the new one: the same property, the same map key, or the same item of an
   ``x-kubernetes-list-type: map`` list (by its keys). With ``optionalOldSelf`` it runs everywhere,
-  seeing ``oldSelf`` as an optional that is empty where nothing correlates.
+  seeing ``oldSelf`` as an optional that is empty where nothing correlates. ``set`` and ``map``
+  lists compare regardless of order there.
 * Ratcheting: on update, a rule that does not refer to ``oldSelf`` is not checked where the value
   is unchanged, so an object that predates a rule can still be updated elsewhere.
 * A rule that fails gives a cause as kube-apiserver's ``field.Error`` for the rule's ``reason``, at
   the node's path (or the rule's ``fieldPath`` below it), with the rule's message.
 
-This runs after the schema itself accepted the object (types and formats), as in kube-apiserver,
-where a type error keeps the rules from running.
+* Cost: each evaluation is bounded by the runtime's iteration budget
+  (:mod:`~shared.admission.expressions`) and all rules of one request share a wall-clock budget;
+  either one exhausted stops the remaining rules with kube-apiserver's budget causes.
+
+Call it once the schema accepted the object's types, as kube-apiserver does: a type error
+(``FieldValueTypeInvalid``) keeps the rules from running; other schema causes are reported
+together with the rules' causes.
 """
 
 from __future__ import annotations
