@@ -66,8 +66,3 @@ class AdmissionRequest:
             "name": self.name, "namespace": self.namespace, "operation": self.operation,
             "userInfo": user, "dryRun": self.dry_run, "options": self.options,
         }
-
-    @property
-    def labelled_object(self) -> JSON | None:
-        """The object whose labels selectors match: the new one, or the old one on delete."""
-        return self.object if self.object is not None else self.old_object
