@@ -12,7 +12,8 @@ from typing import Any
 from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error
-from shared.schema.validation import apply_defaults, validate
+from shared.schema.defaults import apply_defaults
+from shared.schema.validation import validate
 
 from .definition import HelmDefinitionView
 from .names import MAX_RELEASE_NAME, user_selector_key

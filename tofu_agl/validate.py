@@ -16,7 +16,8 @@ from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error, dns1123_subdomain_error
 from shared.bodies import JSON
-from shared.schema.validation import apply_defaults, validate
+from shared.schema.defaults import apply_defaults
+from shared.schema.validation import validate
 
 from . import approval
 from .definition import TofuDefinitionView

@@ -7,8 +7,8 @@ Kubernetes' OpenAPI dialect (:mod:`shared.schema.dialect`). None of this knows w
   schema disables one kind instead of failing requests later;
 * :func:`validate` checks a value, one ``Status`` cause per problem (:mod:`shared.schema.causes`).
 
-Defaults are filled in by :mod:`shared.schema.defaults` (``apply_defaults`` is also importable from
-here), the structural rewrite for publishing lives in :mod:`shared.schema.structural`.
+Defaults are filled in by :mod:`shared.schema.defaults`; the structural rewrite for publishing lives in
+:mod:`shared.schema.structural`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from referencing.exceptions import Unresolvable
 from shared.api.errors import Cause, field_cause
 from shared.bodies import JSON
 from shared.schema import causes
-from shared.schema.defaults import apply_defaults
 from shared.schema.dialect import Validator, refs, resolve_pointer, to_jsonschema
 
-__all__ = ["apply_defaults", "parse_schema", "schema_error", "validate"]
+__all__ = ["parse_schema", "schema_error", "validate"]
 
 
 def parse_schema(text: str) -> JSON:

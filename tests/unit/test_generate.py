@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.schema.validation import apply_defaults, schema_error, validate
+from shared.schema.defaults import apply_defaults
+from shared.schema.validation import schema_error, validate
 from tofu_agl.definition import TofuApplicationDefinition, acceptance
 from tofu_agl.generate.__main__ import main, plural_of
 from tofu_agl.generate.definition import SENSITIVE, SENSITIVE_OUTPUTS
