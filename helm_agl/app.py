@@ -8,14 +8,14 @@ from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
 from shared.service.runtime import Build, Context, Wiring, login
 
-from . import translate
 from .definition import ApplicationDefinition
+from .names import GROUP, HR_GVR, VERSION
 from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
 from .registry import KindRegistry
 from .storage import ApplicationStorage
 
 COMPONENT = "helm-agl"
-HELMRELEASES = GVR(*translate.HR_GVR)
+HELMRELEASES = GVR(*HR_GVR)
 
 
 def wiring(args: argparse.Namespace) -> Build:
@@ -24,13 +24,13 @@ def wiring(args: argparse.Namespace) -> Build:
     async def build(ctx: Context) -> Wiring:
         releases = ObjectClient(ctx.api, HELMRELEASES, field_manager=COMPONENT)
         definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
-        ctx.server.serve_group_version(translate.GROUP, translate.VERSION)
+        ctx.server.serve_group_version(GROUP, VERSION)
 
         def make_storage(defn: ApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
             return ApplicationStorage(defn, info, releases, ctx.events)
 
         async def kinds_changed() -> None:
-            await ctx.discovery_changed(translate.GROUP, translate.VERSION)
+            await ctx.discovery_changed(GROUP, VERSION)
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)

@@ -1,10 +1,12 @@
-"""ApplicationDefinition: the model helm_agl reads, and whether a definition is accepted.
+"""ApplicationDefinition: the model helm_agl reads, the view translation needs, and acceptance.
 
 The model parses the cluster object as cozystack writes it; fields this service does not use
 (``dashboard``, ``secrets``/``services``/``ingresses`` selectors, anything newer cozystack adds)
-are kept, so writing an object back never loses what its author wrote.  Acceptance is a pure
-function of the definition and its peers, so the reconciler, the registry and tests all agree on
-which kinds are served (SPEC §1).
+are kept, so writing an object back never loses what its author wrote.  The pure modules
+(``names``, ``validate``, ``build``, ``project``, ``rollout``) see a definition only through
+:class:`HelmDefinitionView`, so they do not depend on how the model parses, and tests can hand
+them a plain dataclass.  Acceptance is a pure function of the definition and its peers, so the
+reconciler, the registry and tests all agree on which kinds are served (SPEC §1).
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import functools
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.api.durations import DURATION
 from shared.api.names import dns1035_label_error
 from shared.schema.validation import parse_schema
 from shared.service.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
+
+from .names import MAX_RELEASE_NAME
 
 API_VERSION = "cozystack.io/v1alpha1"
 KIND = "ApplicationDefinition"
@@ -28,18 +33,63 @@ INSTALL_TIMEOUT_ANNOTATION = "release.cozystack.io/helm-install-timeout"
 UPGRADE_TIMEOUT_ANNOTATION = "release.cozystack.io/helm-upgrade-timeout"
 DISABLE_WAIT_ANNOTATION = "release.cozystack.io/helm-install-disable-wait"
 
-#: Release names are ``prefix + name`` and must stay within 53 characters (Helm's limit), with
-#: room for at least one character of the Application's name.
-MAX_RELEASE_NAME = 53
+#: Release names are ``prefix + name``: the prefix leaves room for at least one character of the
+#: Application's name.
 MAX_PREFIX = MAX_RELEASE_NAME - 1
 
-DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$")
 PREFIX = re.compile(r"^[a-z0-9-]*$")
 KIND_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 # Condition reasons specific to Helm definitions (Accepted/InvalidSchema/KindConflict are shared).
 INVALID_NAMES = "InvalidNames"
 INVALID_RELEASE = "InvalidRelease"
+
+
+class HelmDefinitionView(Protocol):
+    """What the pure modules need to know about one accepted ApplicationDefinition.
+
+    Read-only properties so that frozen dataclasses, pydantic models and plain objects all fit.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def plural(self) -> str: ...
+
+    @property
+    def singular(self) -> str: ...
+
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def release_labels(self) -> dict[str, str]: ...
+
+    @property
+    def chart_ref(self) -> dict[str, str]:
+        """``kind``, ``name``, ``namespace`` and optionally ``apiVersion``."""
+        ...
+
+    @property
+    def install_timeout(self) -> str | None: ...
+
+    @property
+    def upgrade_timeout(self) -> str | None: ...
+
+    @property
+    def disable_wait(self) -> bool: ...
+
+    @property
+    def wait_strategy(self) -> str | None: ...
+
+    @property
+    def health_check_exprs(self) -> list[dict[str, Any]] | None: ...
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The parsed openAPISchema of ``.spec``."""
+        ...
 
 
 class _Model(BaseModel):

@@ -21,9 +21,10 @@ from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
 from shared.service.acceptance import Verdict, condition, set_condition
 
-from . import translate
 from .definition import ApplicationDefinition
+from .names import GROUP, backing_selector
 from .registry import KindRegistry
+from .rollout import rollout_patch
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +57,15 @@ class DefinitionReconciler:
             if event_type == "DELETED":
                 self.registry.remove(name)
                 self._rolled_out.pop(name, None)
-                await self._sync({})
-                return
-            try:
-                self.registry.upsert(body)
-            except ValueError as exc:
-                self.registry.remove(name)
-                if self.leader.is_leader:
-                    await self._events.record(body, "Warning", "Malformed",
-                                              f"definition cannot be parsed: {exc}")
-                await self._sync({})
-                return
-            await self._sync({name: body})
+            else:
+                try:
+                    self.registry.upsert(body)
+                except ValueError as exc:
+                    self.registry.remove(name)
+                    if self.leader.is_leader:
+                        await self._events.record(body, "Warning", "Malformed",
+                                                  f"definition cannot be parsed: {exc}")
+            await self._sync()
 
     async def resync(self) -> None:
         """Redo the writes for the current definitions: status, and a rollout of each accepted one.
@@ -78,7 +76,7 @@ class DefinitionReconciler:
         happened under the previous leader only re-checks the objects.
         """
         async with self._lock:
-            await self._sync({})
+            await self._sync()
 
     async def lead(self) -> None:
         """Forever: on each election, resync; then wait until leadership is lost (and maybe regained)."""
@@ -91,7 +89,7 @@ class DefinitionReconciler:
             async with self._lock:
                 self._rolled_out.clear()
 
-    async def _sync(self, fresh: dict[str, dict[str, Any]]) -> None:
+    async def _sync(self) -> None:
         verdicts = await self.registry.sync()
         if not self.leader.is_leader:
             # Another replica writes now; what this one rolled out before says nothing about later.
@@ -99,12 +97,12 @@ class DefinitionReconciler:
             return
         for name, verdict in verdicts.items():
             defn = self.registry.definitions[name]
-            await self._write_status(defn, verdict, fresh.get(name))
+            await self._write_status(defn, verdict)
             if verdict.accepted and self._rolled_out.get(name, -1) != defn.generation:
                 self._rolled_out[name] = defn.generation
                 await self.rollout(defn)
 
-    async def _write_status(self, defn: ApplicationDefinition, verdict: Verdict, body: dict[str, Any] | None) -> None:
+    async def _write_status(self, defn: ApplicationDefinition, verdict: Verdict) -> None:
         status = defn.status or {}
         previous = status.get("conditions") or []
         now = datetime.datetime.now(datetime.UTC)
@@ -127,7 +125,7 @@ class DefinitionReconciler:
     async def rollout(self, defn: ApplicationDefinition) -> tuple[int, int, int]:
         """Patch every HelmRelease of ``defn``'s kind; returns (patched, unchanged, failed)."""
         try:
-            listing = await self._releases.list_all(None, translate.label_selector_for(defn))
+            listing = await self._releases.list_all(None, backing_selector(defn, GROUP))
         except ApiError as exc:
             await self._events.record(defn.to_object(), "Warning", "RolloutFailed", f"cannot list: {exc.message}")
             return 0, 0, 0
@@ -152,7 +150,7 @@ class DefinitionReconciler:
     async def _patch_one(self, defn: ApplicationDefinition, hr: dict[str, Any]) -> str:
         meta = hr["metadata"]
         for _attempt in range(ROLLOUT_ATTEMPTS):
-            patch = translate.rollout_patch(defn, hr)
+            patch, _ = rollout_patch(defn, hr)
             if patch is None:
                 return "unchanged"
             try:

@@ -17,8 +17,9 @@ from shared.bodies import JSON
 from shared.schema.structural import structural
 from shared.service.acceptance import Verdict
 
-from . import translate
 from .definition import ApplicationDefinition, acceptance
+from .names import GROUP, VERSION
+from .project import COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
         },
     }
     return ResourceInfo(
-        group=translate.GROUP, version=translate.VERSION, kind=defn.kind, plural=defn.plural,
-        singular=defn.singular, schema=schema, columns=translate.COLUMNS, categories=("cozystack",),
+        group=GROUP, version=VERSION, kind=defn.kind, plural=defn.plural,
+        singular=defn.singular, schema=schema, columns=COLUMNS, categories=("cozystack",),
     )
 
 

@@ -1,9 +1,10 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Reads (get, list) go to kube-apiserver so they are as consistent as the backing object itself;
-watches are served from one :class:`shared.client.informer.Informer` per kind, so any number of
-``kubectl get -w`` share one upstream watch and survive a kube-apiserver restart.  Every write
-is checked here first (name, spec shape, schema) so a bad request never reaches the HelmRelease.
+Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+kube-apiserver -> project.  Reads (get, list) go to kube-apiserver so they are as consistent as
+the backing object itself; watches are served from one :class:`shared.client.informer.Informer`
+per kind, so any number of ``kubectl get -w`` share one upstream watch and survive a
+kube-apiserver restart.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from shared.client.events import EventRecorder
 from shared.client.informer import Informer
 from shared.client.kube import ObjectClient
 
-from . import translate
+from .build import build
 from .definition import ApplicationDefinition
+from .names import HR_KIND, backing_name, backing_selector, is_application, user_selector_key
+from .project import table_cells, to_application
+from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +46,7 @@ class ApplicationStorage:
         self._releases = releases
         self._events = events
         self._informer = Informer(
-            releases, label_selector=translate.label_selector_for(definition), name=f"helmreleases/{info.kind}"
+            releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}"
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -57,15 +61,16 @@ class ApplicationStorage:
         return errors.not_found(self.info.group, self.info.plural, name)
 
     def _to_app(self, hr: JSON) -> JSON | None:
-        return translate.from_helmrelease(self.definition, hr)
+        return to_application(self.definition, hr, group=self.info.group)
 
     def _backing_selector(self, options: ListOptions) -> str:
-        user = selectors.translate_keys(options.label_selector, translate.translate_user_selector_key)
-        return ",".join(s for s in (translate.label_selector_for(self.definition), selectors.render(user)) if s)
+        user = selectors.translate_keys(options.label_selector, user_selector_key)
+        own = backing_selector(self.definition, self.info.group)
+        return ",".join(s for s in (own, selectors.render(user)) if s)
 
     def _backing_fields(self, options: ListOptions) -> str:
         backing = tuple(
-            (field, op, translate.release_name(self.definition, value) if field == "metadata.name" else value)
+            (field, op, backing_name(self.definition, value) if field == "metadata.name" else value)
             for field, op, value in options.field_selector
         )
         return selectors.render_field_selector(backing)
@@ -85,10 +90,10 @@ class ApplicationStorage:
 
     async def _live(self, namespace: str, name: str) -> JSON:
         try:
-            hr = await self._releases.get(namespace, translate.release_name(self.definition, name))
+            hr = await self._releases.get(namespace, backing_name(self.definition, name))
         except ApiError as exc:
             raise self._rename(exc, name) from exc
-        if not translate.is_application_release(self.definition, hr):
+        if not is_application(hr, self.definition.kind, self.info.group):
             raise self._not_found(name)
         return hr
 
@@ -157,9 +162,10 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
-        translate.validate_application(self.definition, obj)
+        validate_application(self.definition, obj, group=self.info.group)
         name = obj["metadata"]["name"]
-        hr = translate.to_helmrelease(self.definition, {**obj, "metadata": {**obj["metadata"], "namespace": namespace}})
+        app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+        hr = build(self.definition, app_in, group=self.info.group)
         try:
             created = await self._releases.create(namespace, hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -175,10 +181,9 @@ class ApplicationStorage:
         wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != existing["metadata"].get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
-        translate.validate_application(self.definition, obj, check_name=False)
+        validate_application(self.definition, obj, group=self.info.group, live=existing)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
-        hr = translate.to_helmrelease(self.definition, app_in, existing=existing)
-        hr["metadata"]["resourceVersion"] = wanted_rv or existing["metadata"]["resourceVersion"]
+        hr = build(self.definition, app_in, group=self.info.group, live=existing)
         try:
             updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -198,7 +203,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         # kube-apiserver answers with the object when finalizers keep it (it now has a
         # deletionTimestamp) and with a Status when it is gone at once.
-        if result.get("kind") == translate.HR_KIND:
+        if result.get("kind") == HR_KIND:
             return self._to_app(result) or {}
         app = self._to_app(existing) or {}
         if not options.dry_run:
@@ -207,4 +212,4 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
-        return translate.table_cells(obj)
+        return table_cells(obj)

@@ -9,14 +9,14 @@ from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
 from shared.service.runtime import Build, Context, Wiring, login
 
-from . import translate
 from .definition import TofuApplicationDefinition
+from .names import DEFAULT_GROUP, TF_GROUP, TF_PLURAL, TF_VERSION, VERSION
 from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
 from .registry import KindRegistry
 from .storage import ApplicationStorage
 
 COMPONENT = "tofu-agl"
-TERRAFORMS = GVR(translate.TF_GROUP, translate.TF_VERSION, translate.TF_PLURAL)
+TERRAFORMS = GVR(TF_GROUP, TF_VERSION, TF_PLURAL)
 
 
 def _group(value: str) -> str:
@@ -30,7 +30,7 @@ def _group(value: str) -> str:
 def arguments(parser: argparse.ArgumentParser) -> None:
     """Flags only this service takes."""
     parser.add_argument(
-        "--group", type=_group, default=translate.DEFAULT_GROUP,
+        "--group", type=_group, default=DEFAULT_GROUP,
         help="API group the Tofu-backed kinds are served in (default %(default)s); the APIService must match",
     )
 
@@ -42,13 +42,13 @@ def wiring(args: argparse.Namespace) -> Build:
     async def build(ctx: Context) -> Wiring:
         terraforms = ObjectClient(ctx.api, TERRAFORMS, field_manager=COMPONENT)
         definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
-        ctx.server.serve_group_version(group, translate.VERSION)
+        ctx.server.serve_group_version(group, VERSION)
 
         def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
             return ApplicationStorage(defn, info, terraforms, ctx.events)
 
         async def kinds_changed() -> None:
-            await ctx.discovery_changed(group, translate.VERSION)
+            await ctx.discovery_changed(group, VERSION)
 
         registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader)

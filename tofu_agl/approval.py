@@ -1,5 +1,10 @@
 """Manual plan approval through the ``tofu.apps.cozystack.io/approve-plan`` annotation (SPEC §3).
 
+Every decision about ``spec.approvePlan`` is made here and only here: whether a write's approval
+is acceptable (:func:`check_approval`, called by validation), which plan it approves
+(:func:`approved_plan`), what a rebuilt Terraform carries (:func:`approve_plan`, called by the
+builder) and what a definition rollout keeps (:func:`kept_approval`).
+
 The annotation is a *command*: setting it (or changing its value) asks the server to approve one
 plan.  The server accepts only the pending plan's full id — tofu-controller would also apply a
 plan whose id merely starts with ``approvePlan``, and we never approve a plan the user has not
@@ -7,79 +12,129 @@ named exactly.  Re-applying a manifest that still carries an earlier value is no
 and is ignored, so GitOps tools can keep the annotation without blocking updates.
 
 Consequence worth documenting: tofu-controller derives plan ids from the source revision only, so
-a later plan at the same revision can have the *same* id.  To approve it, remove the annotation
-and set it again (``kubectl annotate ... approve-plan-`` then the command shown in the status);
-re-setting an unchanged value is a no-op in Kubernetes and cannot be told from a re-apply.
+a later plan at the same revision can have the *same* id.  That is why an approval is kept only
+while the variables stay the same, and why approving and changing the spec in one request is
+refused.  To approve a later plan with an unchanged id, remove the annotation and set it again
+(``kubectl annotate ... approve-plan-`` then the command shown in the status); re-setting an
+unchanged value is a no-op in Kubernetes and cannot be told from a re-apply.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shared.api import errors
-from shared.bodies import JSON
-from tofu_agl.status import pending_plan
-from tofu_agl.translate import (
-    APPROVE_ANNOTATION,
-    DEFAULT_GROUP,
-    LABEL_GROUP,
-    LABEL_KIND,
-    LABEL_NAME,
-    USER_PREFIX,
-)
+
+from .definition import TofuDefinitionView
+from .names import APPROVE_ANNOTATION, AUTO, user_selector_key
+from .project import pending_plan
 
 FIELD = f"metadata.annotations[{APPROVE_ANNOTATION}]"
 
 
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
-
-
 def check_approval(
-    app_annotations: dict[str, str] | None,
-    tf: JSON | None,
+    defn: TofuDefinitionView,
+    app: Mapping[str, Any],
+    live: Mapping[str, Any] | None,
     *,
-    group: str | None = None,
-    kind: str | None = None,
-    name: str | None = None,
-) -> str | None:
-    """The plan id to write into ``spec.approvePlan``, or None when there is nothing to approve.
+    group: str,
+    tf_vars: list[dict[str, Any]],
+) -> None:
+    """Raise a 422 unless the approval ``app`` requests, if any, may be written.
 
-    ``app_annotations`` are the annotations of the Application being written; ``tf`` the live
-    Terraform (None on create).  Returns None when the annotation is absent, unchanged from the
-    value recorded on the Terraform, or already written to ``spec.approvePlan``.  Raises a 422
-    naming the pending plan when a new value is not exactly its id (wrong, abbreviated, already
-    applied, or nothing pending).  ``group``/``kind``/``name`` label the error; by default they
-    come from the Terraform's application labels.
+    ``live`` is the Terraform being updated (None on create: nothing can be pending on an object
+    that does not exist yet) and ``tf_vars`` the variables the write would give it.  A new value
+    must be exactly the pending plan's id (not abbreviated, not an applied plan); under manual
+    approval it must also not come with changed variables, because the id names a plan computed
+    for the old ones and the new ones would most likely get the same id, so the approval would
+    apply a plan nobody saw.
     """
-    value = (app_annotations or {}).get(APPROVE_ANNOTATION)
+    value = _requested(app, live)
     if value is None:
+        return
+    name = str((app.get("metadata") or {}).get("name") or "")
+    pending = pending_plan(live) if live is not None else ""
+    if not value or value != pending:
+        raise errors.invalid(group, defn.kind, name, [errors.field_cause(FIELD, _why(value, pending, live))])
+    if defn.approve_plan != AUTO and live is not None and not vars_equal(live, tf_vars):
+        message = (f'cannot approve plan "{value}" in the same request that changes spec: '
+                   "change the spec first, then approve the plan made for it")
+        raise errors.invalid(group, defn.kind, name, [errors.field_cause(FIELD, message, "FieldValueForbidden")])
+
+
+def approved_plan(app: Mapping[str, Any], live: Mapping[str, Any] | None) -> str | None:
+    """The plan id a write (accepted by :func:`check_approval`) approves, None when it approves none."""
+    return _requested(app, live) or None
+
+
+def approve_plan(
+    defn: TofuDefinitionView, app: Mapping[str, Any], live: Mapping[str, Any] | None, tf_vars: list[dict[str, Any]]
+) -> str:
+    """``spec.approvePlan`` of the Terraform built for ``app``.
+
+    ``auto`` under auto approval; otherwise the id this write approves, or the approval already
+    on ``live`` while it still names the pending plan *and the variables did not change*, or
+    ``""`` (nothing approved).
+    """
+    if defn.approve_plan == AUTO:
+        return AUTO
+    approved = approved_plan(app, live)
+    if approved:
+        return approved
+    if live is not None and vars_equal(live, tf_vars):
+        return kept_approval(defn, live)
+    return ""
+
+
+def kept_approval(defn: TofuDefinitionView, live: Mapping[str, Any]) -> str:
+    """``spec.approvePlan`` a definition rollout leaves on an existing Terraform.
+
+    Switching a definition to auto makes the pending plans apply: that is what "auto" means.
+    Under manual approval only an approval of the plan pending right now is kept.
+    """
+    if defn.approve_plan == AUTO:
+        return AUTO
+    current = (live.get("spec") or {}).get("approvePlan") or ""
+    return str(current) if current and current != AUTO and current == pending_plan(live) else ""
+
+
+def vars_equal(live: Mapping[str, Any], tf_vars: list[dict[str, Any]]) -> bool:
+    """Whether a live Terraform already carries ``tf_vars`` (an omitted value counts as null)."""
+
+    def norm(items: Any) -> list[tuple[Any, Any]]:
+        return [(i.get("name"), i.get("value")) for i in items or [] if isinstance(i, dict)]
+
+    return norm((live.get("spec") or {}).get("vars")) == norm(tf_vars)
+
+
+def _requested(app: Mapping[str, Any], live: Mapping[str, Any] | None) -> str | None:
+    """The value of a *new* approve-plan command on ``app``, None when there is none.
+
+    None when the annotation is absent, unchanged from the value recorded on the Terraform (a
+    re-applied manifest), or already written to ``spec.approvePlan`` for the pending plan.
+    """
+    annotations = (app.get("metadata") or {}).get("annotations")
+    value = annotations.get(APPROVE_ANNOTATION) if isinstance(annotations, dict) else None
+    if not isinstance(value, str):
         return None
-    meta = _dict((tf or {}).get("metadata"))
-    recorded = _dict(meta.get("annotations")).get(USER_PREFIX + APPROVE_ANNOTATION)
+    live = live or {}
+    recorded = ((live.get("metadata") or {}).get("annotations") or {}).get(user_selector_key(APPROVE_ANNOTATION))
     if value == recorded:
         return None
-    current = _dict((tf or {}).get("spec")).get("approvePlan") or ""
-    pending = pending_plan(tf) if tf is not None else ""
-    if value and value == current and value == pending:
+    current = (live.get("spec") or {}).get("approvePlan") or ""
+    if value and value == current and value == pending_plan(live):
         return None
-    if value and value == pending:
-        return value
-
-    labels = _dict(meta.get("labels"))
-    group = group or labels.get(LABEL_GROUP) or DEFAULT_GROUP
-    kind = kind or labels.get(LABEL_KIND) or "Application"
-    name = name or labels.get(LABEL_NAME) or ""
-    raise errors.invalid(group, kind, name, [errors.field_cause(FIELD, _why(value, pending, tf))])
+    return value
 
 
-def _why(value: str, pending: str, tf: JSON | None) -> str:
+def _why(value: str, pending: str, live: Mapping[str, Any] | None) -> str:
     if not pending:
         return (
             f'Invalid value: "{value}": no plan is waiting for approval, so there is nothing to approve; '
             "remove the annotation or wait until the status shows a pending plan"
         )
-    last_applied = _dict(_dict((tf or {}).get("status")).get("plan")).get("lastApplied")
+    last_applied = (((live or {}).get("status") or {}).get("plan") or {}).get("lastApplied")
     if value == last_applied:
         detail = f'plan "{value}" was already applied'
     elif value and pending.startswith(value):

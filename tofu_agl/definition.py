@@ -1,4 +1,4 @@
-"""TofuApplicationDefinition: the model tofu_agl reads, and whether a definition is accepted.
+"""TofuApplicationDefinition: the model tofu_agl reads, the view the pure modules need, and acceptance.
 
 Shaped like helm_agl's on purpose (Draft 1 duplicates so Draft 2 can extract the common
 interface from real code).  Beyond the Helm rules, a Tofu kind is only served when every
@@ -12,22 +12,22 @@ import functools
 import re
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.api.names import dns1035_label_error, dns1123_subdomain_error
 from shared.schema.validation import parse_schema
 from shared.service.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
+from tofu_agl.names import MAX_TERRAFORM_NAME
 from tofu_agl.variables import naming_problems
 
 API_VERSION = "cozystack.io/v1alpha1"
 KIND = "TofuApplicationDefinition"
 
-#: Terraform names are ``prefix + name`` and must leave room for ``<name>-tf-runner``; the
-#: prefix must leave room for at least one character of the Application's name.
-MAX_OBJECT_NAME = 53
-MAX_PREFIX = MAX_OBJECT_NAME - 1
+#: Terraform names are ``prefix + name``: the prefix must leave room for at least one character
+#: of the Application's name.
+MAX_PREFIX = MAX_TERRAFORM_NAME - 1
 
 PREFIX = re.compile(r"^[a-z0-9-]*$")
 KIND_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -39,6 +39,62 @@ INVALID_NAMES = "InvalidNames"
 INVALID_RELEASE = "InvalidRelease"
 INVALID_PLACEHOLDER = "InvalidPlaceholder"
 INVALID_VARIABLE_NAME = "InvalidVariableName"
+
+
+class TofuDefinitionView(Protocol):
+    """What the pure modules need from a TofuApplicationDefinition (read-only view).
+
+    ``names``, ``validate``, ``build``, ``project`` and ``rollout`` see a definition only through
+    this protocol, so they do not depend on how the model parses and tests can hand them a plain
+    dataclass.
+    """
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
+    @property
+    def singular(self) -> str: ...
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def release_labels(self) -> dict[str, str]: ...
+    @property
+    def schema(self) -> dict[str, Any]: ...
+    @property
+    def source_ref(self) -> dict[str, Any]: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def interval(self) -> str: ...
+    @property
+    def retry_interval(self) -> str | None: ...
+    @property
+    def approve_plan(self) -> str: ...
+    @property
+    def destroy_resources_on_deletion(self) -> bool | None: ...
+    @property
+    def write_outputs_to_secret(self) -> Any:
+        """None, or ``{name: template, outputs?, labels?, annotations?}`` as a mapping or a model."""
+
+    @property
+    def variable_naming(self) -> str: ...
+    @property
+    def service_account_name(self) -> str | None: ...
+    @property
+    def allow_service_account_override(self) -> bool: ...
+    @property
+    def runner_pod_template(self) -> dict[str, Any] | None: ...
+    @property
+    def backend_config(self) -> dict[str, Any] | None: ...
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def store_readable_plan(self) -> str | None: ...
+    @property
+    def vars_from(self) -> list[Any] | None: ...
+
+    def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str: ...
 
 
 class _Model(BaseModel):
@@ -356,7 +412,7 @@ def _release_problems(defn: TofuApplicationDefinition) -> list[str]:
     if len(prefix) > MAX_PREFIX:
         problems.append(
             f"release prefix {prefix!r} is {len(prefix)} characters; at most {MAX_PREFIX} leave room "
-            f"for a name within the {MAX_OBJECT_NAME}-character Terraform name limit"
+            f"for a name within the {MAX_TERRAFORM_NAME}-character Terraform name limit"
         )
     return problems
 

@@ -26,10 +26,10 @@ from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
 from shared.service.acceptance import Verdict, condition, set_condition
 
-from . import translate
 from .definition import TofuApplicationDefinition
+from .names import backing_selector
 from .registry import KindRegistry
-from .storage import backing_selector
+from .rollout import not_rolled_out, rollout_patch
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +193,9 @@ class DefinitionReconciler:
         meta = tf["metadata"]
         pinned: list[str] = []
         for _attempt in range(ROLLOUT_ATTEMPTS):
-            patch, pinned = translate.rollout_patch(defn, tf)
+            patch, pinned = rollout_patch(defn, tf)
             if patch is None:
                 return "unchanged", pinned
-            # The read resourceVersion makes the patch fail with 409 if someone wrote in between.
-            patch.setdefault("metadata", {})["resourceVersion"] = tf["metadata"].get("resourceVersion")
             try:
                 await self._terraforms.patch_merge(meta["namespace"], meta["name"], patch)
                 return "patched", pinned
@@ -225,14 +223,6 @@ class DefinitionReconciler:
             await self._definitions.patch_merge(None, defn.name, patch, subresource="status")
         except ApiError as exc:
             log.warning("could not write notRolledOut", extra={"definition": defn.name, "error": exc.message})
-
-
-def not_rolled_out(defn: TofuApplicationDefinition, tf: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    """One ``status.notRolledOut`` entry: the Application (not the Terraform) and its kept fields."""
-    meta = tf.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    name = labels.get(translate.LABEL_NAME) or translate.application_name(defn, str(meta.get("name") or "")) or ""
-    return {"name": name, "namespace": str(meta.get("namespace") or ""), "fields": sorted(fields)}
 
 
 def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.OperatorRegistry:

@@ -19,8 +19,9 @@ from shared.bodies import JSON
 from shared.schema.structural import structural
 from shared.service.acceptance import Verdict
 
-from . import status, translate
 from .definition import TofuApplicationDefinition, acceptance
+from .names import APPROVE_ANNOTATION, VERSION
+from .project import COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ _STATUS: JSON = {
             "description": "Plans of the module run.",
             "properties": {
                 "pending": {"type": "string", "description": "Id of the plan waiting to be applied; approve "
-                            f"it with the {translate.APPROVE_ANNOTATION} annotation."},
+                            f"it with the {APPROVE_ANNOTATION} annotation."},
                 "lastApplied": {"type": "string", "description": "Id of the plan applied last."},
             },
         },
@@ -78,8 +79,8 @@ def resource_info(defn: TofuApplicationDefinition, group: str) -> ResourceInfo:
         },
     }
     return ResourceInfo(
-        group=group, version=translate.VERSION, kind=defn.kind, plural=defn.plural,
-        singular=defn.singular, schema=schema, columns=status.COLUMNS, categories=("cozystack",),
+        group=group, version=VERSION, kind=defn.kind, plural=defn.plural,
+        singular=defn.singular, schema=schema, columns=COLUMNS, categories=("cozystack",),
     )
 
 

@@ -1,10 +1,10 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Shaped like helm_agl's storage on purpose (Draft 1 keeps the two stacks side by side so Draft 2
-can extract the common interface from real code).  Reads (get, list) go to kube-apiserver so they
-are as consistent as the backing object itself; watches are served from one
-:class:`shared.client.informer.Informer` per kind.  Every write is checked here first (name, spec shape,
-schema, variable names, the command annotations) so a bad request never reaches the Terraform.
+Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+kube-apiserver -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
+stacks side by side so Draft 2 can extract the common interface from real code).  Reads (get,
+list) go to kube-apiserver so they are as consistent as the backing object itself; watches are
+served from one :class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
 the *live* Terraform on the update path (``kubectl annotate`` is a merge patch, i.e. an update),
@@ -14,7 +14,6 @@ and an accepted approval is recorded as an Event naming the user who gave it.
 from __future__ import annotations
 
 import builtins
-import copy
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,27 +26,14 @@ from shared.client.events import EventRecorder
 from shared.client.informer import Informer
 from shared.client.kube import ObjectClient
 
-from . import approval, status, translate
+from .approval import approved_plan
+from .build import build
 from .definition import TofuApplicationDefinition
+from .names import TF_KIND, backing_name, backing_selector, is_application, user_selector_key
+from .project import table_cells, to_application
+from .validate import validate_application
 
 log = logging.getLogger(__name__)
-
-#: Live Terraform metadata that belongs to controllers, not to the Application; a rebuilt object
-#: must carry it or a PUT would strip tofu-controller's finalizer or an owner reference.
-_KEPT_METADATA = ("finalizers", "ownerReferences")
-#: Live Terraform spec fields an operator sets directly (``tfctl suspend``); not part of the
-#: Application, so an update must not resume a suspended instance.
-_KEPT_SPEC = ("suspend",)
-
-
-def backing_selector(defn: TofuApplicationDefinition, group: str) -> str:
-    """Label selector matching every Terraform that backs an Application of ``defn``'s kind."""
-    return f"{translate.LABEL_KIND}={defn.kind},{translate.LABEL_GROUP}={group}"
-
-
-def user_label_key(key: str) -> str:
-    """Terraform label key under which a user's label ``key`` is stored."""
-    return translate.USER_PREFIX + key
 
 
 class ApplicationStorage:
@@ -81,15 +67,15 @@ class ApplicationStorage:
         return errors.not_found(self.info.group, self.info.plural, name)
 
     def _to_app(self, tf: JSON) -> JSON | None:
-        return translate.from_terraform(self.definition, tf, self.group)
+        return to_application(self.definition, tf, group=self.group)
 
     def _backing_selector(self, options: ListOptions) -> str:
-        user = selectors.translate_keys(options.label_selector, user_label_key)
+        user = selectors.translate_keys(options.label_selector, user_selector_key)
         return ",".join(s for s in (backing_selector(self.definition, self.group), selectors.render(user)) if s)
 
     def _backing_fields(self, options: ListOptions) -> str:
         backing = tuple(
-            (field, op, translate.terraform_name(self.definition, value) if field == "metadata.name" else value)
+            (field, op, backing_name(self.definition, value) if field == "metadata.name" else value)
             for field, op, value in options.field_selector
         )
         return selectors.render_field_selector(backing)
@@ -109,23 +95,15 @@ class ApplicationStorage:
 
     async def _live(self, namespace: str, name: str) -> JSON:
         try:
-            tf = await self._terraforms.get(namespace, translate.terraform_name(self.definition, name))
+            tf = await self._terraforms.get(namespace, backing_name(self.definition, name))
         except ApiError as exc:
             raise self._rename(exc, name) from exc
-        if not translate.is_application(tf, self.definition.kind, self.group):
+        if not is_application(tf, self.definition.kind, self.group):
             raise self._not_found(name)
         return tf
 
     async def _event(self, app: JSON, reason: str, message: str) -> None:
         await self._events.record(app, "Normal", reason, message)
-
-    def _approval(self, app: JSON, live: JSON | None) -> str | None:
-        """The plan id this write approves (None: nothing to approve); 422 for a wrong id."""
-        meta = app.get("metadata") or {}
-        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else None
-        return approval.check_approval(
-            annotations, live, group=self.group, kind=self.definition.kind, name=str(meta.get("name") or "")
-        )
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
@@ -190,11 +168,9 @@ class ApplicationStorage:
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
-        translate.validate_application(self.definition, app_in, self.group)
+        validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
-        # Nothing can be pending on an object that does not exist yet: an approval here is a 422.
-        self._approval(app_in, None)
-        tf = translate.to_terraform(self.definition, app_in, self.group)
+        tf = build(self.definition, app_in, group=self.group)
         try:
             created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -212,11 +188,9 @@ class ApplicationStorage:
         if wanted_rv and wanted_rv != live_meta.get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
-        translate.validate_application(self.definition, app_in, self.group)
-        approved = self._approval(app_in, existing)
-        tf = translate.to_terraform(self.definition, app_in, self.group, approved_plan=approved, existing=existing)
-        _keep_controller_fields(tf, existing)
-        tf["metadata"]["resourceVersion"] = wanted_rv or live_meta.get("resourceVersion")
+        validate_application(self.definition, app_in, group=self.group, live=existing)
+        approved = approved_plan(app_in, existing)
+        tf = build(self.definition, app_in, group=self.group, live=existing)
         try:
             updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -240,7 +214,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         # kube-apiserver answers with the object when finalizers keep it (tofu-controller destroys
         # the infrastructure first; it now has a deletionTimestamp) and with a Status when it is gone.
-        if result.get("kind") == translate.TF_KIND:
+        if result.get("kind") == TF_KIND:
             app = self._to_app(result) or {}
             if not options.dry_run:
                 await self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
@@ -253,26 +227,5 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
-        return status.table_cells(obj)
+        return table_cells(obj)
 
-
-def _keep_controller_fields(tf: JSON, live: JSON) -> None:
-    """Carry what controllers and operators own on the live Terraform into a rebuilt one.
-
-    The rebuilt object is a full replacement (PUT), so anything it omits is removed: finalizers
-    and owner references, annotations that are not the user's (e.g. Flux's reconcile request),
-    and ``spec.suspend``.
-    """
-    live_meta = live.get("metadata") or {}
-    meta = tf["metadata"]
-    for key in _KEPT_METADATA:
-        if live_meta.get(key):
-            meta[key] = copy.deepcopy(live_meta[key])
-    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items()
-               if not k.startswith(translate.USER_PREFIX)}
-    if foreign:
-        meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
-    live_spec = live.get("spec") or {}
-    for key in _KEPT_SPEC:
-        if key in live_spec:
-            tf["spec"][key] = copy.deepcopy(live_spec[key])

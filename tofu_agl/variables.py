@@ -1,4 +1,4 @@
-"""How Application spec keys become OpenTofu input variables, and back.
+"""How an Application spec becomes OpenTofu input variables (Terraform ``vars``), and back.
 
 Kubernetes users write camelCase; OpenTofu modules declare snake_case variables.  A definition
 picks ``variableNaming``: ``snake_case`` converts each top-level key and the keys of
@@ -17,12 +17,20 @@ from typing import Any
 
 from shared.bodies import clone
 
+#: Names OpenTofu refuses for input variables because a ``module`` block gives them another
+#: meaning: its attributes and block types (``internal/configs/module_call.go``, moduleBlockSchema,
+#: checked in ``named_values.go`` decodeVariableBlock; OpenTofu v1.10).
 RESERVED: frozenset[str] = frozenset(
-    {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+    {
+        "source", "version", "count", "for_each", "depends_on", "providers",
+        "_", "lifecycle", "locals", "provider",
+    }
 )
-VARIABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-#: Nested object attributes only have to be HCL identifiers (verbatim keeps camelCase there).
-ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+#: OpenTofu's identifier rule (hclsyntax.ValidIdentifier): a letter or underscore, then letters,
+#: digits, underscores and dashes.  OpenTofu also takes non-ASCII letters; we keep to ASCII, a
+#: strict subset, so every accepted name is one OpenTofu accepts.  Nested object attributes follow
+#: the same rule without the reserved names.
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 SNAKE_CASE = "snake_case"
 VERBATIM = "verbatim"
@@ -54,7 +62,7 @@ def variable_name(key: str, naming: str) -> str:
 
 def variable_name_error(name: str) -> str | None:
     """Why ``name`` cannot be an OpenTofu input variable, or None."""
-    if not VARIABLE_NAME.match(name):
+    if not VARIABLE_NAME.fullmatch(name):
         return f"variable name {name!r} must match {VARIABLE_NAME.pattern}"
     if name in RESERVED:
         return f"variable name {name!r} is reserved by OpenTofu"
@@ -86,8 +94,8 @@ def naming_problems(schema: dict[str, Any], naming: str) -> list[str]:
             error = variable_name_error(name)
             if error:
                 problems.append(f"property {path!r}: {error}")
-        elif not ATTRIBUTE_NAME.match(name):
-            problems.append(f"property {path!r}: attribute name {name!r} must match {ATTRIBUTE_NAME.pattern}")
+        elif not VARIABLE_NAME.fullmatch(name):
+            problems.append(f"property {path!r}: attribute name {name!r} must match {VARIABLE_NAME.pattern}")
         other = seen.setdefault((parent, name), key)
         if other != key:
             where = f" in {parent.rstrip('.')!r}" if parent else ""
@@ -110,41 +118,100 @@ def _walk(schema: Any, naming: str, prefix: str, level: int) -> Iterator[tuple[s
         yield from _walk(items, naming, f"{base}[].", level)
 
 
-def rename_keys(schema: dict[str, Any], value: Any, naming: str, *, reverse: bool = False) -> Any:
-    """Rename the schema-declared keys of ``value`` (a spec) to variable names, or back.
 
-    Follows exactly the paths :func:`object_property_names` reports: declared properties are
-    renamed, array items are walked, free-form map keys and undeclared keys are kept as they
-    are.  With ``reverse=True`` maps variable names back to the schema's keys.  Returns a new
-    value; ``value`` is not modified.
+def marshal_vars(schema: dict[str, Any], naming: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Terraform ``vars`` for an (already defaulted) Application spec, sorted by name.
+
+    Nested values are passed whole, never flattened: tofu-controller writes ``vars`` to a tfvars
+    JSON file, so lists and objects keep their HCL types.  Raises ValueError, starting with the
+    spec path and ``": "``, when two keys would map onto one name (validation reports it as 422).
     """
-    if naming == VERBATIM:
-        return clone(value)
-    return _rename(schema, value, naming, reverse)
+    snake = naming == SNAKE_CASE
+    props = _properties(schema)
+    by_name: dict[str, Any] = {}
+    for key, value in spec.items():
+        name = variable_name(key, naming)
+        if name in by_name:
+            raise ValueError(f'spec.{key}: becomes variable "{name}", which another key also uses')
+        by_name[name] = _to_vars_value(value, _schema_of(props, key), snake, f"spec.{key}")
+    return [{"name": name, "value": by_name[name]} for name in sorted(by_name)]
 
 
-def _rename(schema: Any, value: Any, naming: str, reverse: bool) -> Any:
-    if not isinstance(schema, dict):
-        return clone(value)
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        if not isinstance(props, dict):
-            return clone(value)
-        mapping = (
-            {variable_name(k, naming): k for k in props}
-            if reverse
-            else {k: variable_name(k, naming) for k in props}
-        )
-        out: dict[str, Any] = {}
-        for key, val in value.items():
-            target = mapping.get(key)
-            if target is None:
-                out[key] = clone(val)
-                continue
-            declared = key if not reverse else target
-            out[target] = _rename(props[declared], val, naming, reverse)
-        return out
+def unmarshal_vars(schema: dict[str, Any], naming: str, tf_vars: list[Any] | None) -> dict[str, Any]:
+    """The Application spec encoded in Terraform ``vars`` (inverse of :func:`marshal_vars`).
+
+    Variables fed from elsewhere (``valueFrom``) are not part of the spec and are skipped; a name
+    the schema does not know is shown verbatim, so nothing written directly to the Terraform hides.
+    """
+    snake = naming == SNAKE_CASE
+    props = _properties(schema)
+    declared = {variable_name(p, naming): p for p in props}
+    spec: dict[str, Any] = {}
+    for item in tf_vars or []:
+        var_name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(var_name, str) or ("valueFrom" in item and "value" not in item):
+            continue
+        key: str = declared.get(var_name, var_name)
+        spec[key] = _from_vars_value(item.get("value"), _schema_of(props, key), snake)
+    return spec
+
+
+def _properties(schema: Any) -> dict[str, Any]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _schema_of(props: dict[str, Any], key: str) -> dict[str, Any]:
+    sub = props.get(key)
+    return sub if isinstance(sub, dict) else {}
+
+
+def _items(schema: dict[str, Any]) -> dict[str, Any]:
+    items = schema.get("items")
+    return items if isinstance(items, dict) else {}
+
+
+def _to_vars_value(value: Any, schema: dict[str, Any], snake: bool, path: str) -> Any:
+    """Copy ``value``, renaming schema-declared object keys to snake_case when ``snake``.
+
+    Walks ``properties`` and array ``items`` only, the paths :func:`naming_problems` checks for
+    clashes when the definition is accepted.  Keys of free-form maps and undeclared keys are
+    kept; a clash among the resulting keys raises ValueError.
+    """
     if isinstance(value, list):
-        items = schema.get("items")
-        return [_rename(items, v, naming, reverse) for v in value]
-    return value
+        return [_to_vars_value(v, _items(schema), snake, f"{path}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return clone(value)
+    props = _properties(schema)
+    out: dict[str, Any] = {}
+    for key, sub in value.items():
+        if key in props:
+            target = to_snake_case(key) if snake else key
+            child = _to_vars_value(sub, _schema_of(props, key), snake, f"{path}.{key}")
+        else:
+            target, child = key, clone(sub)
+        if target in out:
+            raise ValueError(f'{path}.{key}: becomes "{target}" in the module input, which another key also uses')
+        out[target] = child
+    return out
+
+
+def _from_vars_value(value: Any, schema: dict[str, Any], snake: bool) -> Any:
+    """Inverse of :func:`_to_vars_value` through the same schema."""
+    if isinstance(value, list):
+        return [_from_vars_value(v, _items(schema), snake) for v in value]
+    if not isinstance(value, dict):
+        return clone(value)
+    props = _properties(schema)
+    declared: dict[str, str] = {}
+    if snake:
+        for prop in props:
+            declared.setdefault(to_snake_case(prop), prop)
+    out: dict[str, Any] = {}
+    for key, sub in value.items():
+        original = declared.get(key, key)
+        if original in props:
+            out[original] = _from_vars_value(sub, _schema_of(props, original), snake)
+        else:
+            out[key] = clone(sub)
+    return out

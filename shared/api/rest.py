@@ -1,6 +1,6 @@
 """The contract between the generic HTTP layer and a service's kinds.
 
-The HTTP layer (:mod:`shared.apiserver`) parses requests, authenticates, authorizes, negotiates
+The HTTP layer (:mod:`shared.server`) parses requests, authenticates, authorizes, negotiates
 content and renders errors; everything kind-specific happens behind :class:`Storage`, one
 instance per served resource.  This mirrors ``rest.Storage`` in ``k8s.io/apiserver``: the
 service decides what an object *is*, the toolkit decides how it is served.

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import json_merge_patch
 import pytest
 import yaml
 from localcluster import aggregation, build, services
@@ -80,21 +81,12 @@ def user_annotations(obj: dict[str, Any]) -> dict[str, str]:
             if "kubectl.kubernetes.io/last-applied-configuration" not in k}
 
 
-def merge_diff(old: Any, new: Any) -> Any:
-    """A JSON merge patch turning ``old`` into ``new`` (keys only in ``old`` are removed)."""
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return new
-    patch = {k: None for k in old if k not in new}
-    patch.update({k: merge_diff(old.get(k), v) for k, v in new.items() if old.get(k) != v})
-    return patch
-
-
 def set_tf_status(api: Api, name: str, status: dict[str, Any], ns: str = NS) -> None:
     """Play tofu-controller: make the Terraform's status exactly ``status`` (merge patch as admin)."""
     path = f"{TF_API}/namespaces/{ns}/terraforms/{name}"
     code, live = api.request("GET", path)
     assert code == 200, live
-    patch = {"status": merge_diff(live.get("status") or {}, status)}
+    patch = {"status": json_merge_patch.create_patch(live.get("status") or {}, status)}
     code, body = api.request("PATCH", f"{path}/status", patch, content_type="application/merge-patch+json")
     assert code == 200, body
 
@@ -243,6 +235,16 @@ def test_vpc_round_trip_is_applied_plus_defaults(tofu: Cluster) -> None:
     assert app["metadata"]["uid"] == tf(tofu, "vpc-net")["metadata"]["uid"]
     as_yaml = yaml.safe_load(kubectl(tofu, "get", "vpc", "net", "-n", NS, "-o", "yaml").stdout)
     assert as_yaml["spec"] == app["spec"]
+
+
+def test_generation_is_the_terraforms(tofu: Cluster) -> None:
+    """metadata.generation reads through, so clients can tell a spec change from a status change."""
+    apply(tofu, "VPC", "gen", {"region": "eu-west-1"})
+    first = get_json(tofu, "vpc", "gen", "-n", NS)["metadata"]["generation"]
+    assert first == tf(tofu, "vpc-gen")["metadata"]["generation"]
+    apply(tofu, "VPC", "gen", {"region": "eu-west-2"})
+    second = get_json(tofu, "vpc", "gen", "-n", NS)["metadata"]["generation"]
+    assert second == tf(tofu, "vpc-gen")["metadata"]["generation"] and second > first
 
 
 def test_bucket_emits_terraform_verbatim_and_manual(tofu: Cluster) -> None:
@@ -564,6 +566,15 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
     # Bad names: not a DNS-1035 label, or too long for prefix + name + "-tf-runner".
     for bad_name in ("Bad_Name", "9starts-with-digit", "x" * 50):
         assert cause_fields(post(422, manifest("VPC", bad_name, {"region": "x"}))) == {"metadata.name"}, bad_name
+    # User labels and annotations are checked as they are stored (behind "apps.cozystack.io-"), as helm_agl does.
+    long_key = "k" * 50  # a valid label name alone, 68 characters once prefixed
+    body = post(422, manifest("VPC", "labels", {"region": "x"}, labels={long_key: "v", "team": "not a value!"}))
+    assert [(c["field"], c["message"].split(":")[0]) for c in body["details"]["causes"]] == [
+        ("metadata.labels", "Invalid value"), ("metadata.labels", "Invalid value")]
+    assert f'(stored as "{USER}{long_key}")' in body["details"]["causes"][0]["message"]
+    assert cause_fields(post(422, manifest("VPC", "annotations", {"region": "x"},
+                                           annotations={"bad key": "any value is fine"}))) == {"metadata.annotations"}
+    assert cause_fields(merge(422, {"metadata": {"labels": {long_key: "v"}}})) == {"metadata.labels"}
     # The runner service account where the definition does not allow it; an approval with nothing pending.
     assert cause_fields(merge(422, {"metadata": {"annotations": {RUNNER_SA: "mine"}}})) == {
         f"metadata.annotations[{RUNNER_SA}]"}
@@ -600,7 +611,7 @@ def test_broken_definitions_are_rejected_and_isolated(tofu: Cluster, api: Api) -
     obj = {"type": "object"}
     cases = {
         "bad-var-name": (_variant("bad-var-name", "BadVar", "badvars", "badvar",
-                                  {**obj, "properties": {"cidrBlock": {"type": "string"}}}, variableNaming="verbatim"),
+                                  {**obj, "properties": {"9lives": {"type": "string"}}}, variableNaming="verbatim"),
                          "InvalidVariableName"),
         "reserved-var": (_variant("reserved-var", "Counted", "counteds", "counted",
                                   {**obj, "properties": {"count": {"type": "integer"}}}), "InvalidVariableName"),

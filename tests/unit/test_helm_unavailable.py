@@ -19,7 +19,7 @@ import yaml
 from aiohttp.test_utils import TestClient, TestServer
 from kubernetes_asyncio import client as kclient
 
-from helm_agl import translate
+from helm_agl import names
 from helm_agl.definition import ApplicationDefinition
 from helm_agl.registry import resource_info
 from helm_agl.storage import ApplicationStorage
@@ -31,7 +31,7 @@ from shared.security.authz import ResourceAttributes
 from shared.server.apiserver import ApiServer
 from tests.kube import FIXTURES
 
-BASE = f"/apis/{translate.GROUP}/{translate.VERSION}/namespaces/tenant/redises"
+BASE = f"/apis/{names.GROUP}/{names.VERSION}/namespaces/tenant/redises"
 #: Every answer must come well within this (the client timeout below is 1 s).
 DEADLINE = 5.0
 
@@ -71,7 +71,7 @@ async def make_client(port: int, *, real_authorizer: bool = False) -> AsyncItera
     authorizer = authz.Authorizer(authz.subject_access_review(api), review_timeout=1.0) if real_authorizer \
         else AllowAll()
     defn = redis_definition()
-    releases = ObjectClient(api, GVR(*translate.HR_GVR), timeout=1.0, field_manager="helm-agl")
+    releases = ObjectClient(api, GVR(*names.HR_GVR), timeout=1.0, field_manager="helm-agl")
     storage = ApplicationStorage(defn, resource_info(defn), releases, EventRecorder(api, "helm-agl", "test"))
     storage.start()
     server = ApiServer(authenticator=lambda request: User("alice", ("system:authenticated",)), authorizer=authorizer)
@@ -118,14 +118,14 @@ async def unreviewed(request: pytest.FixtureRequest) -> AsyncIterator[TestClient
 
 
 def app(name: str = "cache") -> dict[str, Any]:
-    return {"apiVersion": f"{translate.GROUP}/{translate.VERSION}", "kind": "Redis",
+    return {"apiVersion": f"{names.GROUP}/{names.VERSION}", "kind": "Redis",
             "metadata": {"name": name}, "spec": {"replicas": 2}}
 
 
 REQUESTS: list[tuple[str, str, Any, str]] = [
     ("GET", f"{BASE}/cache", None, "application/json"),
     ("GET", BASE, None, "application/json"),
-    ("GET", f"/apis/{translate.GROUP}/{translate.VERSION}/redises", None, "application/json"),
+    ("GET", f"/apis/{names.GROUP}/{names.VERSION}/redises", None, "application/json"),
     ("GET", f"{BASE}?watch=true", None, "application/json"),
     ("POST", BASE, app(), "application/json"),
     ("PUT", f"{BASE}/cache", app(), "application/json"),

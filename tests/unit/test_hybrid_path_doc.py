@@ -6,7 +6,7 @@ tofu_agl or shared/ can make it stale; this test is what keeps it true.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -14,21 +14,18 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATOR = ROOT / "docs" / "hybrid_path.py"
 DOCUMENT = ROOT / "docs" / "hybrid-path.md"
 
 
+def _fresh(name: str) -> ModuleType:
+    """Import ``docs.hybridpath.<name>`` anew (new caches), so two renders share no state."""
+    for loaded in [m for m in sys.modules if m.startswith("docs.hybridpath")]:
+        del sys.modules[loaded]
+    return importlib.import_module(f"docs.hybridpath.{name}")
+
+
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hybrid_path", GENERATOR)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look their module up in sys.modules while the class is created.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return _fresh("sections")
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +37,7 @@ def rendered() -> str:
 def test_document_is_up_to_date(rendered: str) -> None:
     committed = DOCUMENT.read_text() if DOCUMENT.exists() else ""
     assert rendered == committed, (
-        "docs/hybrid-path.md is stale: regenerate it with `python docs/hybrid_path.py` (or `nox -s docs`) "
+        "docs/hybrid-path.md is stale: regenerate it with `python -m docs.hybridpath` (or `nox -s docs`) "
         "and commit the result"
     )
 
@@ -55,6 +52,7 @@ def test_document_has_every_section(rendered: str) -> None:
         assert heading in rendered
     for method in ("Type", "TargetGVK", "TargetName", "Build", "ProjectStatus", "Reconcile"):
         assert f"### {method}\n" in rendered
+    assert "class Backend(Protocol[Definition]):" in rendered
     for leak in ("Plan approval", "Outputs", "Runner identity", "Extra columns", "Pinned fields never rolled out"):
         assert f"**{leak}.**" in rendered
     assert "type: Terraform" in rendered and "spec.backend.terraform" in rendered
@@ -62,16 +60,16 @@ def test_document_has_every_section(rendered: str) -> None:
 
 def test_shape_lines_normalize_names_strings_numbers() -> None:
     source = '"""Module doc."""\n\n\ndef f(a):\n    """Doc\n    more."""\n    return g(a, "x", 3)  # note\n'
-    shapes, rows, doc_lines = _generator().shape_lines(source)
+    shapes, rows, doc_lines = _fresh("measure").shape_lines(source)
     assert shapes == ["def N ( N ) :", "return N ( N , S , 0 )"]
     assert rows == [4, 7]
     assert doc_lines == 3
 
 
 def test_likeness_counts_matching_lines_on_both_sides() -> None:
-    gen = _generator()
-    a = gen.Module("x", "a", GENERATOR, "", 0, ("def N ( N ) :", "return N"), (1, 2), ())
-    b = gen.Module("y", "a", GENERATOR, "", 0, ("def N ( N ) :", "return N", "pass"), (1, 2, 3), ())
+    gen = _fresh("measure")
+    a = gen.Module("x", "a", DOCUMENT, "", 0, ("def N ( N ) :", "return N"), (1, 2), ())
+    b = gen.Module("y", "a", DOCUMENT, "", 0, ("def N ( N ) :", "return N", "pass"), (1, 2, 3), ())
     pair = gen.likeness(a, b)
     assert pair.alike == 2
     assert pair.share(pair.alike) == 0.8

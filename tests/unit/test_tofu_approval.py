@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
-from tofu_agl.approval import FIELD, check_approval
-from tofu_agl.translate import APPROVE_ANNOTATION, USER_PREFIX
+from tests.unit.tofu_samples import GROUP, Defn, app
+from tofu_agl.approval import FIELD, approve_plan, approved_plan, check_approval, kept_approval, vars_equal
+from tofu_agl.build import build
+from tofu_agl.names import APPROVE_ANNOTATION, LABEL_PREFIX
 
 PENDING = "plan-main-b8e362c206"
 Loader = Callable[[str], Any]
@@ -19,7 +21,7 @@ Loader = Callable[[str], Any]
 def terraform(
     reference: Loader, phase: str, approve: str = "", recorded: str | None = None
 ) -> dict[str, Any]:
-    annotations = {} if recorded is None else {USER_PREFIX + APPROVE_ANNOTATION: recorded}
+    annotations = {} if recorded is None else {LABEL_PREFIX + APPROVE_ANNOTATION: recorded}
     return {
         "metadata": {
             "name": "vpc-net",
@@ -40,9 +42,17 @@ def ann(value: str) -> dict[str, str]:
     return {APPROVE_ANNOTATION: value, "other": "x"}
 
 
+def approve(annotations: dict[str, str] | None, tf: dict[str, Any] | None) -> str | None:
+    """Check a write of an Application with ``annotations`` over ``tf``; the plan id it approves."""
+    application = app(annotations=annotations) if annotations is not None else app()
+    tf_vars = (tf or {}).get("spec", {}).get("vars") or []
+    check_approval(Defn(), application, tf, group=GROUP, tf_vars=tf_vars)
+    return approved_plan(application, tf)
+
+
 def rejected(annotations: dict[str, str], tf: dict[str, Any] | None) -> ApiError:
     with pytest.raises(ApiError) as exc:
-        check_approval(annotations, tf)
+        approve(annotations, tf)
     err = exc.value
     assert err.code == 422
     assert err.reason == "Invalid"
@@ -51,13 +61,13 @@ def rejected(annotations: dict[str, str], tf: dict[str, Any] | None) -> ApiError
 
 
 def test_exact_pending_id_is_approved(reference: Loader) -> None:
-    assert check_approval(ann(PENDING), terraform(reference, "pending")) == PENDING
+    assert approve(ann(PENDING), terraform(reference, "pending")) == PENDING
 
 
 def test_no_annotation_means_nothing(reference: Loader) -> None:
-    assert check_approval({}, terraform(reference, "pending")) is None
-    assert check_approval(None, terraform(reference, "pending")) is None
-    assert check_approval({"other": "x"}, None) is None
+    assert approve({}, terraform(reference, "pending")) is None
+    assert approve(None, terraform(reference, "pending")) is None
+    assert approve({"other": "x"}, None) is None
 
 
 def test_wrong_id_is_rejected_naming_the_pending_id(reference: Loader) -> None:
@@ -103,17 +113,68 @@ def test_nothing_pending_is_rejected(reference: Loader) -> None:
 def test_unchanged_annotation_is_not_a_new_approval(reference: Loader) -> None:
     # re-applying a manifest that still carries an old id neither approves nor fails
     tf = terraform(reference, "pending", recorded="plan-main-0000000000")
-    assert check_approval(ann("plan-main-0000000000"), tf) is None
+    assert approve(ann("plan-main-0000000000"), tf) is None
     # ... even when the old value happens to equal the pending id (same revision, new vars)
     tf = terraform(reference, "pending", recorded=PENDING)
-    assert check_approval(ann(PENDING), tf) is None
+    assert approve(ann(PENDING), tf) is None
 
 
 def test_already_approved_is_a_no_op(reference: Loader) -> None:
-    assert check_approval(ann(PENDING), terraform(reference, "pending", approve=PENDING)) is None
+    assert approve(ann(PENDING), terraform(reference, "pending", approve=PENDING)) is None
 
 
-def test_error_labels_can_be_given(reference: Loader) -> None:
+def test_error_names_the_application() -> None:
     with pytest.raises(ApiError) as exc:
-        check_approval(ann("x"), None, group="tofu.example.org", kind="Bucket", name="b")
+        check_approval(Defn(kind="Bucket"), app("b", annotations=ann("x")), None, group="tofu.example.org", tf_vars=[])
     assert 'Bucket.tofu.example.org "b" is invalid' in exc.value.message
+
+
+# --------------------------------------------------------------------------- spec.approvePlan of a built Terraform
+
+
+def _live(d: Defn, a: dict[str, Any], approve: str, pending: str | None) -> dict[str, Any]:
+    tf = build(d, a, group=GROUP)
+    tf["spec"]["approvePlan"] = approve
+    tf["status"] = {"plan": {"pending": pending} if pending else {}}
+    return tf
+
+
+def _vars(d: Defn, a: dict[str, Any]) -> list[dict[str, Any]]:
+    tf_vars: list[dict[str, Any]] = build(d, a, group=GROUP)["spec"]["vars"]
+    return tf_vars
+
+
+def test_approve_plan_modes() -> None:
+    manual = Defn(approve_plan="manual")
+    assert approve_plan(manual, app(), None, _vars(manual, app())) == ""
+    live = _live(manual, app(), "", "plan-main-abc")
+    approving = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
+    assert approve_plan(manual, approving, live, _vars(manual, app())) == "plan-main-abc"
+    assert approve_plan(Defn(), approving, live, _vars(manual, app())) == "auto"
+
+
+def test_update_keeps_approval_of_pending_plan_only_with_same_vars() -> None:
+    d = Defn(approve_plan="manual")
+    live = _live(d, app(), "plan-main-abc", "plan-main-abc")
+    assert approve_plan(d, app(), live, _vars(d, app())) == "plan-main-abc"
+    # label-only change keeps it too
+    assert approve_plan(d, app(labels={"x": "y"}), live, _vars(d, app())) == "plan-main-abc"
+    # new variables -> the old approval must not apply the next plan (same revision, same id)
+    changed = app(spec={"cidrBlock": "10.1.0.0/16"})
+    assert approve_plan(d, changed, live, _vars(d, changed)) == ""
+    # an approval of an already applied plan is not kept
+    stale = _live(d, app(), "plan-main-abc", None)
+    assert approve_plan(d, app(), stale, _vars(d, app())) == ""
+
+
+def test_rollout_keeps_only_an_approval_of_the_pending_plan() -> None:
+    manual = Defn(approve_plan="manual")
+    assert kept_approval(manual, _live(manual, app(), "plan-main-abc", "plan-main-abc")) == "plan-main-abc"
+    assert kept_approval(manual, _live(manual, app(), "plan-main-abc", None)) == ""
+    assert kept_approval(manual, _live(manual, app(), "auto", "plan-main-abc")) == ""
+    assert kept_approval(Defn(), _live(manual, app(), "", "plan-main-abc")) == "auto"
+
+
+def test_vars_equal_treats_pruned_null_as_null() -> None:
+    live = {"spec": {"vars": [{"name": "a"}]}}
+    assert vars_equal(live, [{"name": "a", "value": None}])

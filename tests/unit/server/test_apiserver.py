@@ -61,6 +61,7 @@ class MemoryStorage:
         self.updates: list[JSON] = []
         self.watch_closed = 0
         self.before_update: Callable[[], None] | None = None
+        self.before_create: Callable[[], object] | None = None
         self.fail_with: BaseException | None = None
         self.watch_error: errors.ApiError | None = None
         self.delay = 0.0
@@ -139,6 +140,9 @@ class MemoryStorage:
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
         await self._maybe_fail()
         self.write_options.append(options)
+        if self.before_create is not None:
+            hook, self.before_create = self.before_create, None
+            hook()
         name = obj["metadata"].get("name")
         if not name:
             raise errors.invalid(GROUP, "Thing", "", [errors.field_cause("metadata.name", "Required value")])
@@ -361,6 +365,26 @@ async def test_resource_requests_authenticate_then_authorize(env: Env) -> None:
     # authorization comes before the 404 for an unknown resource, as in kube-apiserver
     await status_of(await env.call("GET", f"{BASE}/namespaces/ns/nothings", user="mallory"), 403)
     await status_of(await env.call("GET", f"{BASE}/namespaces/ns/nothings"), 404, "NotFound")
+
+
+async def test_query_and_content_type_are_checked_only_once_authorized(env: Env) -> None:
+    """kube's order: a denied user learns nothing from validation; an allowed one gets the 400/415/422."""
+    env.storage.seed("ns", thing("a"))
+    merge = {"Content-Type": "application/merge-patch+json"}
+    bad: builtins.list[tuple[str, str, dict[str, Any], int]] = [
+        ("GET", "things?labelSelector=a%20in", {}, 400),
+        ("GET", "things/a", {"headers": {"Accept": "application/xml"}}, 406),
+        ("GET", "things?watch=1&limit=-1", {}, 400),
+        ("POST", "things?dryRun=Some", {"json": thing("b")}, 422),
+        ("POST", "things", {"data": "x", "headers": {"Content-Type": "text/plain"}}, 415),
+        ("PATCH", "things/a?force=true", {"data": "{}", "headers": merge}, 422),
+    ]
+    for method, path, kw, code in bad:
+        url = f"{BASE}/namespaces/ns/{path}"
+        await status_of(await env.call(method, url, user="mallory", **kw), 403)
+        await status_of(await env.call(method, url.replace("things", "nothings"), **kw), 404)
+        await status_of(await env.call(method, url, **kw), code)
+    assert env.storage.objects.keys() == {("ns", "a")}
 
 
 async def test_verb_mapping(env: Env) -> None:
@@ -723,6 +747,14 @@ async def test_apply_patch_creates_then_replaces(env: Env) -> None:
     assert stored["metadata"]["labels"] == {"l": "v"}
 
 
+async def test_apply_patch_lands_on_an_object_created_meanwhile(env: Env) -> None:
+    env.storage.before_create = lambda: env.storage.seed("ns", thing("a", 1, labels={"theirs": "1"}))
+    resp = await patch_call(env, "a", json.dumps(thing("a", 5)), "application/apply-patch+yaml", "?fieldManager=m")
+    assert resp.status == 200, await resp.text()  # AlreadyExists, so applied onto theirs: an update
+    assert len(env.storage.updates) == 1
+    assert env.storage.objects[("ns", "a")]["spec"] == {"size": 5}
+
+
 async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env) -> None:
     applied = json.dumps(thing("a", 2))
     body = await status_of(await patch_call(env, "a", applied, "application/apply-patch+yaml"), 422, "Invalid")
@@ -749,7 +781,7 @@ async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env
 
 async def test_unexpected_exception_is_500_and_logged(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     env.storage.fail_with = RuntimeError("boom")
-    with caplog.at_level(logging.ERROR, logger="shared.server.apiserver"):
+    with caplog.at_level(logging.ERROR, logger="shared.server.middleware"):
         body = await status_of(await env.call("GET", f"{BASE}/namespaces/ns/things/a"), 500, "InternalError")
     assert "boom" not in body["message"]
     assert any(r.exc_info and "boom" in str(r.exc_info[1]) for r in caplog.records)

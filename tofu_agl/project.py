@@ -1,20 +1,38 @@
-"""Projection of a tofu-controller ``Terraform`` status onto the Application's ``status``.
+"""Terraform -> Application: what a user reads back, its status, and its Table row.
+
+The storage's reads, its watch and its write responses all project through here, so ``get``,
+``list``, ``watch`` and ``kubectl get`` show the same Application for the same Terraform.
 
 The user never sees the Terraform object, so everything they need to act on must be in the
 Application: whether it is ready, whether a plan waits for *their* approval (and the exact command
 that approves it), which revision is applied and where the outputs went.  Output *values* are
-deliberately never copied: they may be secrets and already live in the outputs Secret.
-
-This module reads only the Terraform object; it knows nothing about definitions, so the caller
-passes the approval command (see :func:`project_status`).
+deliberately never copied: they may be secrets and already live in the outputs Secret.  The spec
+is read back from the Terraform ``vars`` through the schema's naming, with defaults applied, so
+``app -> Terraform -> app`` is the identity plus defaults.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shared.api.rest import Column
 from shared.bodies import JSON
+from shared.schema.defaults import apply_defaults
+
+from .definition import TofuDefinitionView
+from .names import (
+    APPROVE_ANNOTATION,
+    AUTO,
+    LABEL_PREFIX,
+    VERSION,
+    application_name,
+    is_application,
+)
+from .variables import unmarshal_vars
+
+#: Application metadata copied from the Terraform as it is (the server-owned fields).
+COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
 
 #: Phases shown in the STATUS column, in the order they are decided by :func:`phase`.
 READY = "Ready"
@@ -27,8 +45,6 @@ DELETING = "Deleting"
 
 #: tofu-controller's Ready reason when drift detection found changed infrastructure.
 DRIFT_DETECTED_REASON = "DriftDetected"
-#: tofu-controller's "approve every plan" value of ``spec.approvePlan``.
-AUTO = "auto"
 
 COLUMNS: tuple[Column, ...] = (
     Column("NAME", "string", "Name of the application", "name"),
@@ -51,32 +67,79 @@ _CONDITION_MAP: tuple[tuple[str, str], ...] = (
 _CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime")
 
 
-def _dict(value: Any) -> JSON:
-    return value if isinstance(value, dict) else {}
+def to_application(defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str) -> JSON | None:
+    """The Application a Terraform represents, or None when it is not one of this kind.
+
+    A Terraform without this definition's kind and group labels, or whose name lacks the prefix
+    (it could not be addressed by name), is not an Application.
+    """
+    if not is_application(backing, defn.kind, group):
+        return None
+    meta = backing.get("metadata") or {}
+    name = application_name(defn, str(meta.get("name") or ""))
+    if name is None:
+        return None
+    namespace = str(meta.get("namespace") or "")
+    app_meta: JSON = {"name": name, "namespace": namespace}
+    for field in COPIED_METADATA:
+        if meta.get(field) is not None:
+            app_meta[field] = meta[field]
+    labels = user_entries(meta.get("labels"))
+    if labels:
+        app_meta["labels"] = labels
+    annotations = user_entries(meta.get("annotations"))
+    if annotations:
+        app_meta["annotations"] = annotations
+    tf_vars = (backing.get("spec") or {}).get("vars")
+    spec = apply_defaults(defn.schema, unmarshal_vars(defn.schema, defn.variable_naming, tf_vars))
+    return {
+        "apiVersion": f"{group}/{VERSION}",
+        "kind": defn.kind,
+        "metadata": app_meta,
+        "spec": spec,
+        "status": project_status(backing, approve_command(defn, name, namespace)),
+    }
 
 
-def _conditions(tf: JSON) -> dict[str, JSON]:
+def user_entries(entries: Any) -> dict[str, str]:
+    """The user's own labels (or annotations) among a Terraform's, without the prefix."""
+    if not isinstance(entries, dict):
+        return {}
+    n = len(LABEL_PREFIX)
+    return {k[n:]: str(v) for k, v in entries.items() if k.startswith(LABEL_PREFIX) and len(k) > n}
+
+
+def approve_command(defn: TofuDefinitionView, name: str, namespace: str) -> str:
+    """The approval command up to ``=``; :func:`project_status` appends the pending plan's id.
+
+    ``--overwrite`` is included because after a first approval the annotation already exists and
+    kubectl refuses to change it otherwise.
+    """
+    return f"kubectl annotate {defn.plural} {name} -n {namespace} --overwrite {APPROVE_ANNOTATION}="
+
+
+def _conditions(tf: Mapping[str, Any]) -> dict[str, JSON]:
     out: dict[str, JSON] = {}
-    for cond in _dict(tf.get("status")).get("conditions") or []:
+    for cond in (tf.get("status") or {}).get("conditions") or []:
         if isinstance(cond, dict) and isinstance(cond.get("type"), str):
             out[cond["type"]] = cond
     return out
 
 
-def pending_plan(tf: JSON) -> str:
+def pending_plan(tf: Mapping[str, Any]) -> str:
     """The id of the plan tofu-controller holds for approval, ``""`` when none."""
-    pending = _dict(_dict(tf.get("status")).get("plan")).get("pending")
+    pending = ((tf.get("status") or {}).get("plan") or {}).get("pending")
     return pending if isinstance(pending, str) else ""
 
 
-def plan_approved(tf: JSON) -> bool:
+def plan_approved(tf: Mapping[str, Any]) -> bool:
     """Whether tofu-controller will apply the pending plan without further action.
 
     Mirrors the controller's own rule (force, ``auto``, or an ``approvePlan`` that is the pending
     id or a non-empty prefix of it) so the status never claims "awaiting approval" for a plan the
     controller is already applying.
     """
-    spec = _dict(tf.get("spec"))
+    spec = tf.get("spec") or {}
     pending = pending_plan(tf)
     if not pending:
         return False
@@ -86,12 +149,12 @@ def plan_approved(tf: JSON) -> bool:
     return bool(approve) and pending.startswith(approve)
 
 
-def awaiting_approval(tf: JSON) -> bool:
+def awaiting_approval(tf: Mapping[str, Any]) -> bool:
     """A plan is pending and nothing approves it: only the user can move the instance on."""
     return bool(pending_plan(tf)) and not plan_approved(tf)
 
 
-def phase(tf: JSON) -> str:
+def phase(tf: Mapping[str, Any]) -> str:
     """The one-word STATUS of an instance, derived from the Terraform object.
 
     Decided in this order, so that the most actionable state wins: being deleted; a failure
@@ -99,7 +162,7 @@ def phase(tf: JSON) -> str:
     corrective plan); a plan waiting for the user; a plan being applied; Ready True on the current
     generation; anything else is still planning.
     """
-    if _dict(tf.get("metadata")).get("deletionTimestamp"):
+    if (tf.get("metadata") or {}).get("deletionTimestamp"):
         return DELETING
     conds = _conditions(tf)
     ready = conds.get("Ready", {})
@@ -118,14 +181,14 @@ def phase(tf: JSON) -> str:
     return PLANNING
 
 
-def _stale(tf: JSON) -> bool:
+def _stale(tf: Mapping[str, Any]) -> bool:
     """The controller has not yet seen the latest spec (its verdict is about an older one)."""
-    generation = _dict(tf.get("metadata")).get("generation")
-    observed = _dict(tf.get("status")).get("observedGeneration")
+    generation = (tf.get("metadata") or {}).get("generation")
+    observed = (tf.get("status") or {}).get("observedGeneration")
     return isinstance(generation, int) and isinstance(observed, int) and observed < generation
 
 
-def _awaiting_condition(tf: JSON, approve_command: str, conds: dict[str, JSON]) -> JSON:
+def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, conds: dict[str, JSON]) -> JSON:
     pending = pending_plan(tf)
     cond: JSON = {"type": "AwaitingApproval"}
     if awaiting_approval(tf):
@@ -134,7 +197,7 @@ def _awaiting_condition(tf: JSON, approve_command: str, conds: dict[str, JSON]) 
             reason="PlanPendingApproval",
             message=f'Plan "{pending}" is waiting for approval; approve it with: {approve_command}{pending}',
         )
-        when = conds.get("Plan", {}).get("lastTransitionTime") or _dict(tf.get("status")).get("lastPlanAt")
+        when = conds.get("Plan", {}).get("lastTransitionTime") or (tf.get("status") or {}).get("lastPlanAt")
     else:
         cond.update(
             status="False",
@@ -147,31 +210,31 @@ def _awaiting_condition(tf: JSON, approve_command: str, conds: dict[str, JSON]) 
     return cond
 
 
-def project_status(tf: JSON, approve_command: str) -> JSON:
-    """The Application ``status`` for a Terraform object.
+def project_status(backing: Mapping[str, Any], approve_command: str) -> JSON:
+    """The Application ``status`` for the Terraform ``backing``.
 
     ``approve_command`` is the command that approves a plan *without* the id, ending in ``=``
     (e.g. ``kubectl annotate vpcs net -n team --overwrite tofu.apps.cozystack.io/approve-plan=``);
     the pending id is appended, so the message can be copied and run as is.
     """
-    tf_status = _dict(tf.get("status"))
-    conds = _conditions(tf)
+    tf_status = backing.get("status") or {}
+    conds = _conditions(backing)
     conditions: list[JSON] = []
     for source, target in _CONDITION_MAP:
         if source in conds:
             copied: JSON = {"type": target}
             copied.update({k: conds[source][k] for k in _CONDITION_FIELDS if k in conds[source]})
             conditions.append(copied)
-    conditions.append(_awaiting_condition(tf, approve_command, conds))
+    conditions.append(_awaiting_condition(backing, approve_command, conds))
 
-    out: JSON = {"phase": phase(tf), "conditions": conditions}
+    out: JSON = {"phase": phase(backing), "conditions": conditions}
     if tf_status.get("lastAppliedRevision"):
         out["version"] = tf_status["lastAppliedRevision"]
-    plan = _dict(tf_status.get("plan"))
+    plan = tf_status.get("plan") or {}
     projected_plan = {k: plan[k] for k in ("pending", "lastApplied") if plan.get(k)}
     if projected_plan:
         out["plan"] = projected_plan
-    secret = _dict(_dict(tf.get("spec")).get("writeOutputsToSecret")).get("name")
+    secret = ((backing.get("spec") or {}).get("writeOutputsToSecret") or {}).get("name")
     names = tf_status.get("availableOutputs")
     if secret or names:
         outputs: JSON = {}
@@ -182,10 +245,10 @@ def project_status(tf: JSON, approve_command: str) -> JSON:
     return out
 
 
-def table_cells(app: JSON) -> list[Any]:
+def table_cells(app: Mapping[str, Any]) -> list[Any]:
     """One Table row for an Application, in :data:`COLUMNS` order (AGE as the raw timestamp)."""
-    meta = _dict(app.get("metadata"))
-    status = _dict(app.get("status"))
+    meta = app.get("metadata") or {}
+    status = app.get("status") or {}
     ready = "Unknown"
     for cond in status.get("conditions") or []:
         if isinstance(cond, dict) and cond.get("type") == "Ready":
@@ -194,7 +257,7 @@ def table_cells(app: JSON) -> list[Any]:
         meta.get("name", ""),
         ready,
         status.get("phase") or PLANNING,
-        _dict(status.get("plan")).get("pending") or "-",
-        _dict(status.get("outputs")).get("secretName") or "",
+        (status.get("plan") or {}).get("pending") or "-",
+        (status.get("outputs") or {}).get("secretName") or "",
         meta.get("creationTimestamp"),
     ]

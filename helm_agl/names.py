@@ -1,0 +1,66 @@
+"""Names: the API group served, the HelmRelease behind it, the label keys that tie the two, and naming.
+
+An Application and its HelmRelease are linked only by names and labels, never by a stored
+mapping: the release is ``prefix + name`` in the same namespace, and carries the kind, group and
+name labels below.  Every module that needs one of these facts takes it from here, so a label key
+or a name rule cannot drift between the request path and the rollout path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .definition import HelmDefinitionView
+
+GROUP = "apps.cozystack.io"
+VERSION = "v1alpha1"
+
+#: Prefix of the HelmRelease label/annotation keys that carry the user's own labels/annotations.
+LABEL_PREFIX = "apps.cozystack.io-"
+KIND_LABEL = "apps.cozystack.io/application.kind"
+GROUP_LABEL = "apps.cozystack.io/application.group"
+NAME_LABEL = "apps.cozystack.io/application.name"
+#: Written at runtime by the flux shard operator; an update must not revert it.
+SHARDING_LABEL = "sharding.fluxcd.io/key"
+
+HR_GROUP = "helm.toolkit.fluxcd.io"
+HR_VERSION = "v2"
+HR_PLURAL = "helmreleases"
+HR_KIND = "HelmRelease"
+HR_API_VERSION = f"{HR_GROUP}/{HR_VERSION}"
+#: (group, version, plural) of the backing resource, for kube clients.
+HR_GVR = (HR_GROUP, HR_VERSION, HR_PLURAL)
+
+#: Helm release names are at most 53 characters, so the Application name gets what the prefix leaves.
+MAX_RELEASE_NAME = 53
+
+
+def backing_name(defn: HelmDefinitionView, name: str) -> str:
+    """HelmRelease name for Application ``name``."""
+    return defn.prefix + name
+
+
+def application_name(defn: HelmDefinitionView, backing_name: str) -> str | None:
+    """Application name for HelmRelease ``backing_name``, or None if the name lacks the prefix."""
+    if not backing_name.startswith(defn.prefix):
+        return None
+    name = backing_name[len(defn.prefix) :]
+    return name or None
+
+
+def backing_selector(defn: HelmDefinitionView, group: str) -> str:
+    """Label selector matching every HelmRelease that backs an Application of this kind."""
+    return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
+
+
+def user_selector_key(key: str) -> str:
+    """HelmRelease label (or annotation) key under which a user's label ``key`` is stored."""
+    return LABEL_PREFIX + key
+
+
+def is_application(obj: Mapping[str, Any], kind: str, group: str) -> bool:
+    """Whether the HelmRelease ``obj`` carries the kind and group labels of ``kind`` in ``group``."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(KIND_LABEL) == kind and labels.get(GROUP_LABEL) == group)

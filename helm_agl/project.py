@@ -1,0 +1,109 @@
+"""HelmRelease -> Application: what a user reads back, its status, and its Table row.
+
+The storage's reads, its watch and its write responses all project through here, so ``get``,
+``list``, ``watch`` and ``kubectl get`` show the same Application for the same HelmRelease.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from shared.api.rest import Column
+from shared.bodies import JSON
+from shared.schema.defaults import apply_defaults
+
+from .definition import HelmDefinitionView
+from .names import LABEL_PREFIX, VERSION, application_name, is_application
+
+#: Application metadata copied from the HelmRelease as it is (the server-owned fields).
+COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+#: Flux conditions a user sees; history, failures and the inventory stay hidden.
+SHOWN_CONDITIONS = ("Ready", "Released")
+
+#: Table columns of every Application kind.  AGE has type "date": the shared Table renderer is
+#: expected to turn the creationTimestamp cell into an age, as kubectl does for built-in kinds.
+COLUMNS: tuple[Column, ...] = (
+    Column("NAME", "string", "Name of the application", format="name"),
+    Column("READY", "string", "Ready condition of the backing HelmRelease (True, False or Unknown)"),
+    Column("AGE", "date", "Time since the application was created"),
+    Column("VERSION", "string", "Chart revision Flux last attempted"),
+)
+
+
+def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, group: str) -> JSON | None:
+    """The Application a HelmRelease represents, or None if it is not one of this kind.
+
+    A HelmRelease without this definition's kind and group labels, or whose name lacks the
+    prefix (it could not be addressed by name), is not an Application.  ``spec`` hides the
+    top-level ``_`` keys the platform injects and has schema defaults applied.
+    """
+    if not is_application(backing, defn.kind, group):
+        return None
+    meta = backing.get("metadata") or {}
+    name = application_name(defn, str(meta.get("name") or ""))
+    if name is None:
+        return None
+    app_meta: JSON = {"name": name, "namespace": meta.get("namespace")}
+    for key in COPIED_METADATA:
+        if meta.get(key) is not None:
+            app_meta[key] = meta[key]
+    labels = _deprefixed(meta.get("labels"))
+    if labels:
+        app_meta["labels"] = labels
+    annotations = _deprefixed(meta.get("annotations"))
+    if annotations:
+        app_meta["annotations"] = annotations
+    return {
+        "apiVersion": f"{group}/{VERSION}",
+        "kind": defn.kind,
+        "metadata": app_meta,
+        "spec": _spec(defn, backing),
+        "status": project_status(backing),
+    }
+
+
+def project_status(backing: Mapping[str, Any]) -> JSON:
+    """``status`` of the Application: the chart revision Flux last attempted and its shown conditions."""
+    hr_status = backing.get("status") or {}
+    status: JSON = {}
+    if hr_status.get("lastAttemptedRevision"):
+        status["version"] = hr_status["lastAttemptedRevision"]
+    conditions = [
+        copy.deepcopy(c) for c in hr_status.get("conditions") or [] if c.get("type") in SHOWN_CONDITIONS
+    ]
+    if conditions:
+        status["conditions"] = conditions
+    return status
+
+
+def ready_status(app: Mapping[str, Any]) -> str:
+    """``True``, ``False`` or ``Unknown`` from the Application's Ready condition."""
+    for cond in (app.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            value = cond.get("status")
+            return value if value in ("True", "False") else "Unknown"
+    return "Unknown"
+
+
+def table_cells(app: Mapping[str, Any]) -> list[Any]:
+    """Cells in :data:`COLUMNS` order; AGE is the raw creationTimestamp (None if unset)."""
+    meta = app.get("metadata") or {}
+    version = (app.get("status") or {}).get("version") or ""
+    return [meta.get("name", ""), ready_status(app), meta.get("creationTimestamp"), version]
+
+
+def _spec(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> JSON:
+    """The values without the platform's top-level ``_`` keys, with schema defaults applied."""
+    values = (backing.get("spec") or {}).get("values")
+    visible = (
+        {k: copy.deepcopy(v) for k, v in values.items() if not k.startswith("_")}
+        if isinstance(values, dict)
+        else {}
+    )
+    return apply_defaults(defn.schema, visible) if defn.schema else visible
+
+
+def _deprefixed(entries: Mapping[str, Any] | None) -> dict[str, str]:
+    return {k[len(LABEL_PREFIX) :]: v for k, v in (entries or {}).items() if k.startswith(LABEL_PREFIX)}

@@ -1,0 +1,112 @@
+"""Whether an incoming Application may be written, and the Status kubectl shows when it may not.
+
+Every check runs here, before anything is built, so a bad request never reaches a HelmRelease and
+the error names what the user wrote (their label key, their spec path), not what it becomes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.api import errors, selectors
+from shared.api.errors import Cause
+from shared.api.names import dns1035_label_error
+from shared.schema.defaults import apply_defaults
+from shared.schema.validation import validate
+
+from .definition import HelmDefinitionView
+from .names import MAX_RELEASE_NAME, user_selector_key
+
+
+def validate_application(
+    defn: HelmDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+) -> None:
+    """Reject an Application that must not be written, raising the matching ApiError.
+
+    Order: metadata (422), spec not an object (400), top-level ``_`` keys (400, these are
+    reserved for values cozystack injects), then the schema, checked *after* defaulting so that a
+    property the user omitted but the schema defaults is not reported as missing (422, one cause
+    per field path).  With ``live`` (an update) the name is not checked: names are immutable, and
+    an object that exists must stay editable even if the naming rules tightened since it was
+    created.
+    """
+    meta = app.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise errors.bad_request("metadata must be an object")
+    name = str(meta.get("name") or "")
+    causes = _name_causes(defn, meta) if live is None else []
+    causes += _label_and_annotation_causes(meta)
+    if causes:
+        raise errors.invalid(group, defn.kind, name, causes)
+    spec = app.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"{defn.kind}.spec must be an object, not {_json_type(spec)}")
+    reserved = sorted(k for k in spec if isinstance(k, str) and k.startswith("_"))
+    if reserved:
+        raise errors.bad_request(
+            f'spec key "{reserved[0]}" is reserved: top-level keys starting with "_" are set by the platform'
+        )
+    schema = defn.schema
+    if schema:
+        causes = validate(schema, apply_defaults(schema, spec), path="spec")
+        if causes:
+            raise errors.invalid(group, defn.kind, name, causes)
+
+
+def _name_causes(defn: HelmDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:
+    """The name must be a DNS-1035 label short enough that ``prefix + name`` is a release name."""
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return [errors.field_cause("metadata.name", "Required value: name is required", "FieldValueRequired")]
+    why = dns1035_label_error(name, max_len=MAX_RELEASE_NAME - len(defn.prefix))
+    if why is None:
+        return []
+    if why.startswith("must be no more than"):
+        why += f" (release prefix {defn.prefix!r})"
+    return [errors.field_cause("metadata.name", f'Invalid value: "{name}": {why}')]
+
+
+def _label_and_annotation_causes(meta: Mapping[str, Any]) -> list[Cause]:
+    """User labels and annotations must still be valid once stored behind the prefix."""
+    causes: list[Cause] = []
+    for field, check_values in (("labels", True), ("annotations", False)):
+        entries = meta.get(field)
+        if entries is None:
+            continue
+        path = f"metadata.{field}"
+        if not isinstance(entries, dict):
+            causes.append(
+                errors.field_cause(path, "Invalid value: must be a map of strings", "FieldValueTypeInvalid")
+            )
+            continue
+        for key, value in entries.items():
+            # It is the stored key that must be valid; the message names the key the user wrote.
+            stored = user_selector_key(str(key))
+            why = selectors.label_key_error(stored)
+            if why is not None:
+                causes.append(errors.field_cause(path, f'Invalid value: "{key}": {why} (stored as "{stored}")'))
+            if not isinstance(value, str):
+                causes.append(
+                    errors.field_cause(
+                        path, f'Invalid value: "{key}": value must be a string', "FieldValueTypeInvalid"
+                    )
+                )
+            elif check_values and (value_error := selectors.label_value_error(value)) is not None:
+                causes.append(errors.field_cause(path, f"Invalid value: {value_error}"))
+    return causes
+
+
+def _json_type(value: Any) -> str:
+    """How a 400 names the JSON type the user sent instead of an object."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "null" if value is None else type(value).__name__

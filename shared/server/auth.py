@@ -1,0 +1,59 @@
+"""Authentication and authorization glue: who is asking, and may they (fail closed either way).
+
+The mechanisms live in :mod:`shared.security` (front-proxy headers, SubjectAccessReview); this
+module is what the server does with them: 401 without an authenticator, 403 without an
+authorizer, and every decision counted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from aiohttp import web
+
+from shared.api import errors
+from shared.api.rest import User
+from shared.security.authz import ResourceAttributes
+from shared.service.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+#: Maps a request to the user the front proxy asserted; raises 401 ApiError otherwise.
+Authenticator = Callable[[web.Request], "User | Awaitable[User]"]
+
+
+class AuthorizerLike(Protocol):
+    """What the HTTP layer needs from an authorizer (:class:`shared.security.authz.Authorizer` is one)."""
+
+    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool: ...
+
+
+class Gate:
+    """The configured authenticator and authorizer; both can be swapped while serving."""
+
+    def __init__(
+        self, authenticator: Authenticator | None, authorizer: AuthorizerLike | None, metrics: Metrics
+    ) -> None:
+        self.authenticator = authenticator
+        self.authorizer = authorizer
+        self._metrics = metrics
+
+    async def authenticate(self, request: web.Request) -> User:
+        if self.authenticator is None:
+            raise errors.unauthorized("no authenticator is configured")
+        result = self.authenticator(request)
+        return await result if inspect.isawaitable(result) else result
+
+    async def authorize(self, user: User, attrs: ResourceAttributes) -> None:
+        """Return if ``user`` may do ``attrs``; raise 403 otherwise."""
+        allowed = False
+        if self.authorizer is None:
+            log.warning("no authorizer is configured; denying", extra={"user": user.name, "verb": attrs.verb})
+        else:
+            allowed = await self.authorizer.authorize(user, attrs)
+        self._metrics.authorization_decisions.labels("allow" if allowed else "deny").inc()
+        if not allowed:
+            raise errors.forbidden(user.name, attrs.verb, attrs.resource, attrs.group, attrs.namespace, attrs.name)

@@ -1,0 +1,34 @@
+"""``get`` and ``list``: ask the storage, then render as the client negotiated (object, Table, or metadata only)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from shared.api import table
+from shared.api.rest import Storage
+from shared.bodies import JSON
+from shared.server.call import Call
+from shared.server.requestinfo import Output
+from shared.server.responses import json_response
+
+
+async def get(call: Call) -> web.Response:
+    obj = await call.storage.get(call.ctx, call.namespace, call.name)
+    return json_response(_render(call.storage, obj, call.info.output, many=False))
+
+
+async def list_(call: Call) -> web.Response:
+    lst = await call.storage.list(call.ctx, call.info.target.namespace, call.info.list_options)
+    return json_response(_render(call.storage, lst, call.info.output, many=True))
+
+
+def _render(storage: Storage, body: JSON, output: Output, *, many: bool) -> JSON:
+    """``body`` (one object, or a list when ``many``) in the negotiated form."""
+    rendering = output.rendering
+    if rendering.mode == table.TABLE_MODE:
+        to_table = table.list_table if many else table.object_table
+        return to_table(storage.info, body, storage.table_cells, include=output.include, version=rendering.version)
+    if rendering.mode == table.PARTIAL_MODE:
+        partial = table.partial_metadata_list if many else table.partial_metadata
+        return partial(body, rendering.version)
+    return body

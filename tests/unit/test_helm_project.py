@@ -1,0 +1,186 @@
+"""SPEC §2: HelmRelease -> Application, status and Table (helm_agl.project), one test per rule."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from helm_agl.build import build
+from helm_agl.names import GROUP, SHARDING_LABEL
+from helm_agl.project import COLUMNS, project_status, ready_status, table_cells, to_application
+from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, make_app, make_hr
+
+
+def test_read_back_identity_and_metadata() -> None:
+    hr = make_hr(user_labels={"team": "data"}, user_annotations={"note": "hi"}, status="ready")
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    assert app["apiVersion"] == "apps.cozystack.io/v1alpha1"
+    assert app["kind"] == "Postgres"
+    assert app["metadata"] == {
+        "name": "db1",
+        "namespace": "tenant-root",
+        "uid": "5b0f8e0c-6a3e-4d0e-9f57-0f1f3c2a9b11",
+        "resourceVersion": "48213",
+        "generation": 2,
+        "creationTimestamp": "2026-09-10T09:00:01Z",
+        "labels": {"team": "data"},
+        "annotations": {"note": "hi"},
+    }
+
+
+def test_read_back_deletion_timestamp() -> None:
+    app = to_application(DEFN, make_hr(deleting=True), group=GROUP)
+    assert app is not None
+    assert app["metadata"]["deletionTimestamp"] == "2026-09-10T11:00:00Z"
+
+
+def test_read_back_labels_and_annotations_are_de_prefixed() -> None:
+    hr = make_hr(
+        extra_labels={"helm.toolkit.fluxcd.io/name": "x", SHARDING_LABEL: "s1"},
+        extra_annotations={"reconcile.fluxcd.io/requestedAt": "now", "apps.cozystack.io-a/b": "c"},
+        user_labels={"example.com/owner": "me"},
+    )
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    # release labels, the application labels and foreign labels are not the user's
+    assert app["metadata"]["labels"] == {"example.com/owner": "me"}
+    assert app["metadata"]["annotations"] == {"a/b": "c"}
+
+
+def test_read_back_hides_top_level_underscore_keys_only() -> None:
+    hr = make_hr(values={"_cluster": {"x": 1}, "_namespace": {}, "users": {"_a": {}}, "replicas": 3})
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    assert "_cluster" not in app["spec"] and "_namespace" not in app["spec"]
+    assert app["spec"]["users"] == {"_a": {"readonly": False}}
+    assert hr["spec"]["values"]["_cluster"] == {"x": 1}  # the input is untouched
+
+
+def test_read_back_applies_schema_defaults_recursively() -> None:
+    hr = make_hr(values={"users": {"alice": {}, "bob": {"readonly": True}}, "databases": [{"name": "a"}]})
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    assert app["spec"] == {
+        "replicas": 2,
+        "version": "v16",
+        "storage": {"size": "10Gi"},
+        "users": {"alice": {"readonly": False}, "bob": {"readonly": True}},
+        "databases": [{"name": "a", "owner": "admin"}],
+        "external": False,
+    }
+    assert hr["spec"]["values"] == {
+        "users": {"alice": {}, "bob": {"readonly": True}},
+        "databases": [{"name": "a"}],
+    }
+
+
+def test_read_back_keeps_given_values_over_defaults() -> None:
+    hr = make_hr(values={"replicas": 5, "storage": {"size": "1Ti", "class": "fast"}, "external": True})
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    assert app["spec"]["replicas"] == 5
+    assert app["spec"]["storage"] == {"size": "1Ti", "class": "fast"}
+    assert app["spec"]["external"] is True
+
+
+def test_read_back_without_values_is_all_defaults() -> None:
+    hr = make_hr()
+    del hr["spec"]["values"]
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    assert app["spec"]["version"] == "v16"
+
+
+def test_read_back_with_empty_schema_is_values() -> None:
+    defn = replace(DEFN, schema={})
+    app = to_application(defn, make_hr(defn, values={"a": 1, "_b": 2}), group=GROUP)
+    assert app is not None
+    assert app["spec"] == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("which", "ready", "released"),
+    [("ready", "True", "True"), ("failed", "False", "False"), ("reconciling", "Unknown", None)],
+)
+def test_status_projection_from_reference_statuses(which: str, ready: str, released: str | None) -> None:
+    hr = make_hr(status=which)
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    flux = hr["status"]
+    assert app["status"]["version"] == flux["lastAttemptedRevision"]
+    expected = [c for c in flux["conditions"] if c["type"] in ("Ready", "Released")]
+    assert app["status"]["conditions"] == expected  # copied as they are, in Flux's order
+    assert [c["status"] for c in app["status"]["conditions"]] == [s for s in (ready, released) if s]
+    assert set(app["status"]) == {"version", "conditions"}  # history, failures, inventory... stay hidden
+    assert ready_status(app) == ready
+
+
+def test_status_without_flux_status() -> None:
+    app = to_application(DEFN, make_hr(), group=GROUP)
+    assert app is not None
+    assert app["status"] == {}
+    assert ready_status(app) == "Unknown"
+
+
+@pytest.mark.parametrize("labels", FOREIGN_LABELS)
+def test_helmrelease_without_kind_and_group_labels_is_not_an_application(labels: dict[str, str]) -> None:
+    hr = make_hr()
+    hr["metadata"]["labels"] = labels
+    assert to_application(DEFN, hr, group=GROUP) is None
+
+
+def test_helmrelease_without_prefix_is_not_an_application() -> None:
+    hr = make_hr()
+    hr["metadata"]["name"] = "db1"
+    assert to_application(DEFN, hr, group=GROUP) is None
+
+
+def test_round_trip() -> None:
+    app = make_app(spec={"replicas": 3, "version": "v15"}, labels={"team": "a"}, annotations={"n": "1"})
+    back = to_application(DEFN, build(DEFN, app, group=GROUP), group=GROUP)
+    assert back is not None
+    assert back["metadata"]["name"] == "db1"
+    assert back["metadata"]["labels"] == {"team": "a"}
+    assert back["metadata"]["annotations"] == {"n": "1"}
+    assert back["spec"] == {"replicas": 3, "version": "v15", "storage": {"size": "10Gi"}, "external": False}
+
+
+def test_columns() -> None:
+    assert [(c.name, c.type) for c in COLUMNS] == [
+        ("NAME", "string"),
+        ("READY", "string"),
+        ("AGE", "date"),
+        ("VERSION", "string"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("which", "ready", "version"),
+    [
+        ("ready", "True", "6.6.1+0cc9a8446c95"),
+        ("failed", "False", "6.6.2+7e4f1c2b9a11"),
+        ("reconciling", "Unknown", "6.6.1+0cc9a8446c95"),
+    ],
+)
+def test_table_cells(which: str, ready: str, version: str) -> None:
+    app = to_application(DEFN, make_hr(status=which), group=GROUP)
+    assert app is not None
+    assert table_cells(app) == ["db1", ready, "2026-09-10T09:00:01Z", version]
+
+
+def test_table_cells_before_flux_reports() -> None:
+    app = to_application(DEFN, make_hr(), group=GROUP)
+    assert app is not None
+    assert table_cells(app) == ["db1", "Unknown", "2026-09-10T09:00:01Z", ""]
+
+
+def test_status_shows_only_ready_and_released() -> None:
+    hr = make_hr()
+    hr["status"] = {
+        "lastAttemptedRevision": "1.0.0",
+        "conditions": [{"type": "Stalled", "status": "True"}, {"type": "Released", "status": "False"}],
+        "history": [{"chartVersion": "1.0.0"}],
+    }
+    assert project_status(hr) == {"version": "1.0.0", "conditions": [{"type": "Released", "status": "False"}]}

@@ -1,0 +1,133 @@
+"""The rollout computation: what a changed definition changes on an existing Terraform."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tests.unit.tofu_samples import GROUP, Defn, app
+from tofu_agl.build import build
+from tofu_agl.names import RUNNER_SA_ANNOTATION
+from tofu_agl.rollout import not_rolled_out, rollout_patch
+
+
+def test_rollout_nothing_to_do() -> None:
+    d = Defn()
+    tf = build(d, app(), group=GROUP)
+    assert rollout_patch(d, tf) == (None, [])
+
+
+def test_rollout_nothing_to_do_after_crd_defaulting() -> None:
+    d = Defn(service_account_name=None, store_readable_plan=None, destroy_resources_on_deletion=None)
+    tf = build(d, app(), group=GROUP)
+    tf["spec"].update(serviceAccountName="tf-runner", storeReadablePlan="none", workspace="default")
+    tf["spec"]["destroyResourcesOnDeletion"] = False
+    assert rollout_patch(d, tf) == (None, [])
+
+
+def test_rollout_patches_changed_fields() -> None:
+    old = Defn()
+    tf = build(old, app(), group=GROUP)
+    new = replace(
+        old,
+        source_ref={"kind": "OCIRepository", "name": "vpc-oci"},
+        path="./v2",
+        interval="5m",
+        retry_interval=None,
+        destroy_resources_on_deletion=False,
+        write_outputs_to_secret={"name": "{{ .name }}-out"},
+        runner_pod_template={"spec": {"env": [{"name": "B"}]}},
+        service_account_name="runner2",
+        store_readable_plan="json",
+        vars_from=[{"kind": "ConfigMap", "name": "cm"}],
+        release_labels={"cozystack.io/ui": "false", "extra": "1"},
+    )
+    patch, pinned = rollout_patch(new, tf)
+    assert pinned == []
+    assert patch == {
+        "spec": {
+            "sourceRef": {"kind": "OCIRepository", "name": "vpc-oci", "namespace": None},
+            "path": "./v2",
+            "interval": "5m",
+            "retryInterval": None,
+            "destroyResourcesOnDeletion": False,
+            "writeOutputsToSecret": {"name": "net-out", "outputs": None},
+            "runnerPodTemplate": {"metadata": None, "spec": {"env": [{"name": "B"}]}},
+            "serviceAccountName": "runner2",
+            "storeReadablePlan": "json",
+            "varsFrom": [{"kind": "ConfigMap", "name": "cm"}],
+        },
+        "metadata": {"labels": {"cozystack.io/ui": "false", "extra": "1"}},
+    }
+
+
+def test_rollout_never_touches_workspace_or_backend_config() -> None:
+    old = Defn(workspace="a", backend_config={"secretSuffix": "a"})
+    tf = build(old, app(), group=GROUP)
+    new = replace(old, workspace="b", backend_config={"secretSuffix": "b"})
+    patch, pinned = rollout_patch(new, tf)
+    assert patch is None
+    assert pinned == ["workspace", "backendConfig"]
+    patch, pinned = rollout_patch(replace(new, interval="1h"), tf)
+    assert patch == {"spec": {"interval": "1h"}}
+    assert pinned == ["workspace", "backendConfig"]
+    # unset in the definition == the CRD default "default"
+    tf["spec"]["workspace"] = "default"
+    assert rollout_patch(replace(new, workspace=None), tf)[1] == ["backendConfig"]
+
+
+def test_rollout_approve_plan_modes() -> None:
+    manual = Defn(approve_plan="manual")
+    tf = build(Defn(), app(), group=GROUP)  # auto
+    tf["status"] = {"plan": {"pending": "plan-main-abc"}}
+    assert rollout_patch(manual, tf)[0] == {"spec": {"approvePlan": ""}}
+    # an approval of the plan pending right now is kept
+    tf["spec"]["approvePlan"] = "plan-main-abc"
+    assert rollout_patch(manual, tf)[0] is None
+    # a stale one is reset
+    tf["status"] = {"plan": {"lastApplied": "plan-main-abc"}}
+    assert rollout_patch(manual, tf)[0] == {"spec": {"approvePlan": ""}}
+    # manual -> auto approves what is pending (that is what auto means)
+    tf["spec"]["approvePlan"] = ""
+    assert rollout_patch(Defn(), tf)[0] == {"spec": {"approvePlan": "auto"}}
+    # "" and omitted mean the same
+    del tf["spec"]["approvePlan"]
+    assert rollout_patch(manual, tf)[0] is None
+
+
+def test_rollout_respects_runner_sa_override_only_while_allowed() -> None:
+    allowed = Defn(allow_service_account_override=True)
+    tf = build(allowed, app(annotations={RUNNER_SA_ANNOTATION: "tenant"}), group=GROUP)
+    assert tf["spec"]["serviceAccountName"] == "tenant"
+    assert rollout_patch(replace(allowed, service_account_name="other"), tf)[0] is None
+    assert rollout_patch(replace(allowed, allow_service_account_override=False), tf)[0] == {
+        "spec": {"serviceAccountName": "tf-runner"}
+    }
+
+
+def test_rollout_uses_application_name_label_for_outputs_secret() -> None:
+    d = Defn()
+    tf = build(d, app(), group=GROUP)
+    patch, _ = rollout_patch(
+        replace(d, prefix="net-", write_outputs_to_secret={"name": "{{ .name }}-o"}), tf
+    )
+    assert patch == {"spec": {"writeOutputsToSecret": {"name": "net-o", "outputs": None}}}
+
+
+def test_patch_carries_the_read_resource_version() -> None:
+    """So a concurrent write makes the patch fail with 409 and the reconciler re-reads."""
+    tf = build(Defn(), app(), group=GROUP)
+    tf["metadata"]["resourceVersion"] = "41"
+    patch, _ = rollout_patch(Defn(interval="1h"), tf)
+    assert patch == {"metadata": {"resourceVersion": "41"}, "spec": {"interval": "1h"}}
+    patch, _ = rollout_patch(Defn(release_labels={"extra": "1"}), tf)
+    assert patch == {"metadata": {"resourceVersion": "41", "labels": {"extra": "1"}}}
+    assert rollout_patch(Defn(), tf) == (None, [])
+
+
+def test_not_rolled_out_names_the_application() -> None:
+    d = Defn(workspace="a")
+    tf = build(d, app(), group=GROUP)
+    _, pinned = rollout_patch(replace(d, workspace="b", backend_config={"x": "y"}), tf)
+    assert not_rolled_out(d, tf, pinned) == {
+        "name": "net", "namespace": "team", "fields": ["backendConfig", "workspace"],
+    }

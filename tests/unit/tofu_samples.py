@@ -1,0 +1,111 @@
+"""Sample data for the tofu_agl unit tests: a definition stand-in, its schema, and Application bodies."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from shared.api.errors import ApiError
+from tofu_agl.definition import TofuDefinitionView
+from tofu_agl.names import DEFAULT_GROUP
+
+GROUP = DEFAULT_GROUP
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "region": {"type": "string", "default": "eu-west-1"},
+        "nodeCount": {"type": "integer", "minimum": 1, "default": 3},
+        "public": {"type": "boolean", "default": False},
+        "cidrBlock": {"type": "string"},
+        "ratio": {"type": "number"},
+        "zones": {"type": "array", "items": {"type": "string"}},
+        "subnets": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "cidrBlock": {"type": "string"},
+                    "availabilityZone": {"type": "string", "default": "eu-west-1a"},
+                },
+            },
+        },
+        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+        "network": {
+            "type": "object",
+            "default": {},
+            "properties": {
+                "enableDns": {"type": "boolean", "default": True},
+                "natGateway": {"type": "object", "properties": {"perAz": {"type": "boolean"}}},
+                "extraRoutes": {"type": "object", "additionalProperties": True},
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class Defn:
+    """A TofuApplicationDefinition view, as the definitions module exposes it."""
+
+    kind: str = "VPC"
+    plural: str = "vpcs"
+    singular: str = "vpc"
+    prefix: str = "vpc-"
+    release_labels: dict[str, str] = field(default_factory=lambda: {"cozystack.io/ui": "true"})
+    schema: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(SCHEMA))
+    source_ref: dict[str, Any] = field(
+        default_factory=lambda: {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"}
+    )
+    path: str | None = "./modules/vpc"
+    interval: str = "10m"
+    retry_interval: str | None = "1m"
+    approve_plan: str = "auto"
+    destroy_resources_on_deletion: bool | None = True
+    write_outputs_to_secret: dict[str, Any] | None = field(
+        default_factory=lambda: {"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]}
+    )
+    variable_naming: str = "snake_case"
+    service_account_name: str | None = "tf-runner"
+    allow_service_account_override: bool = False
+    runner_pod_template: dict[str, Any] | None = field(
+        default_factory=lambda: {
+            "metadata": {"labels": {"team": "platform"}},
+            "spec": {"env": [{"name": "A"}]},
+        }
+    )
+    backend_config: dict[str, Any] | None = None
+    workspace: str | None = None
+    store_readable_plan: str | None = "human"
+    vars_from: list[Any] | None = None
+
+    def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str:
+        template = str((self.write_outputs_to_secret or {}).get("name", ""))
+        for key, value in (("name", name), ("namespace", namespace), ("kind", kind)):
+            template = template.replace("{{ .%s }}" % key, value)  # noqa: UP031
+        return template
+
+
+def _protocol_check(d: Defn) -> TofuDefinitionView:
+    return d  # mypy proves the dataclass satisfies the protocol
+
+
+def app(name: str = "net", spec: Any = None, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "VPC",
+        "metadata": {"name": name, "namespace": "team", **meta},
+        "spec": {"cidrBlock": "10.0.0.0/16"} if spec is None else spec,
+    }
+
+
+def vars_of(tf: dict[str, Any]) -> dict[str, Any]:
+    return {v["name"]: v["value"] for v in tf["spec"]["vars"]}
+
+
+def causes(exc: pytest.ExceptionInfo[ApiError]) -> dict[str, dict[str, str]]:
+    """The causes of a 422, by field."""
+    return {c["field"]: c for c in exc.value.details["causes"]}

@@ -1,0 +1,182 @@
+"""Application -> Terraform (SPEC §3): the object tofu-controller runs for one Application.
+
+A pure function of plain JSON-shaped data, called after :mod:`.validate` has accepted the
+Application.  Decisions worth knowing:
+
+* **Variables are the defaulted spec.**  The module receives exactly what ``kubectl get -o yaml``
+  shows, so a default added to the schema is visible and applied in the same place (the
+  marshalling itself is :func:`tofu_agl.variables.marshal_vars`).
+* **All user annotations are kept**, prefixed, including the two command annotations
+  (approve-plan, runner-service-account): reading back must show the user what they applied, and
+  :mod:`.approval` compares against the recorded value to tell a *new* approval from a re-applied
+  manifest.  ``spec.approvePlan`` itself is decided by :mod:`.approval`.
+* **An update keeps what is not the Application's** (see :func:`_keep_live`): the state location
+  (``workspace``, ``backendConfig``: changing them would point the instance at different, usually
+  empty, state and plan to re-create everything), the sharding label, ``spec.suspend``,
+  finalizers, owner references and foreign annotations; and it carries a resourceVersion so a
+  stale write fails with 409.
+
+The Terraform settings a definition controls (:func:`definition_fields`) are public because
+:mod:`.rollout` brings existing Terraforms to exactly them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.bodies import JSON, clone
+from shared.schema.defaults import apply_defaults
+
+from . import approval
+from .definition import TofuDefinitionView
+from .names import (
+    GROUP_LABEL,
+    KIND_LABEL,
+    LABEL_PREFIX,
+    NAME_LABEL,
+    RUNNER_SA_ANNOTATION,
+    SHARDING_LABEL,
+    TF_API_VERSION,
+    TF_KIND,
+    backing_name,
+    user_selector_key,
+)
+from .variables import marshal_vars
+
+#: Live metadata that belongs to controllers, not to the Application; a rebuilt object must carry
+#: it or a PUT would strip tofu-controller's finalizer or an owner reference.
+CONTROLLER_METADATA = ("finalizers", "ownerReferences")
+#: Live spec fields an operator sets directly (``tfctl suspend``): an update must not resume a
+#: suspended instance.
+OPERATOR_SPEC = ("suspend",)
+#: Live spec fields that locate an instance's state: never changed once the Terraform exists.
+STATE_LOCATION = ("workspace", "backendConfig")
+
+
+def build(
+    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+) -> JSON:
+    """The Terraform that backs ``app`` in ``group``.
+
+    With ``live`` (an update) the result is a full replacement for a PUT that keeps what belongs
+    to the live object (see :func:`_keep_live`) and a still-valid approval.  Without ``live`` (a
+    create) no resourceVersion is set.
+    """
+    meta = app.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    namespace = str(meta.get("namespace") or "")
+    user_annotations = _str_map(meta.get("annotations"))
+
+    labels: dict[str, str] = dict(defn.release_labels)
+    labels.update(_prefixed(meta.get("labels")))
+    labels.update({KIND_LABEL: defn.kind, GROUP_LABEL: group, NAME_LABEL: name})
+    tf_meta: JSON = {"name": backing_name(defn, name), "namespace": namespace, "labels": labels}
+    if user_annotations:
+        tf_meta["annotations"] = _prefixed(user_annotations)
+
+    spec_in = app.get("spec")
+    tf_vars = marshal_vars(
+        defn.schema, defn.variable_naming, apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
+    )
+    spec = definition_fields(defn, name, namespace, user_annotations)
+    spec["approvePlan"] = approval.approve_plan(defn, app, live, tf_vars)
+    spec["vars"] = tf_vars
+    tf: JSON = {"apiVersion": TF_API_VERSION, "kind": TF_KIND, "metadata": tf_meta, "spec": spec}
+    if live is not None:
+        _keep_live(tf, meta, live)
+    return tf
+
+
+def definition_fields(
+    defn: TofuDefinitionView, app_name: str, namespace: str, user_annotations: Mapping[str, str]
+) -> JSON:
+    """Terraform spec fields copied from the definition (unset ones omitted, never written as null).
+
+    ``user_annotations`` (unprefixed) matter for the runner service account: an instance's
+    override is honoured only while the definition allows overrides.
+    """
+    fields: JSON = {
+        "sourceRef": clone(defn.source_ref),
+        "path": defn.path,
+        "interval": defn.interval,
+        "retryInterval": defn.retry_interval,
+        "workspace": defn.workspace,
+        "serviceAccountName": _runner_service_account(defn, user_annotations),
+        "runnerPodTemplate": clone(defn.runner_pod_template),
+        "backendConfig": clone(defn.backend_config),
+        "storeReadablePlan": defn.store_readable_plan,
+        "varsFrom": clone(defn.vars_from),
+        "destroyResourcesOnDeletion": defn.destroy_resources_on_deletion,
+        "writeOutputsToSecret": _outputs_secret(defn, app_name, namespace),
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -> None:
+    """Carry onto the rebuilt ``tf`` what an update must not lose from the ``live`` Terraform.
+
+    The Application's ``metadata.resourceVersion`` is carried so kube-apiserver refuses a stale
+    write with 409; an Application without one gets the live object's, i.e. an unconditional
+    update, as Kubernetes allows.  The state location, the sharding label, ``spec.suspend``,
+    finalizers, owner references and annotations that are not the user's (e.g. Flux's reconcile
+    request) belong to controllers and operators, not to the Application.
+    """
+    live_meta = live.get("metadata") or {}
+    live_spec = live.get("spec") or {}
+    meta, spec = tf["metadata"], tf["spec"]
+    rv = app_meta.get("resourceVersion") or live_meta.get("resourceVersion")
+    if rv:
+        meta["resourceVersion"] = rv
+    live_labels = live_meta.get("labels") or {}
+    if SHARDING_LABEL in live_labels:
+        meta["labels"][SHARDING_LABEL] = live_labels[SHARDING_LABEL]
+    for key in CONTROLLER_METADATA:
+        if live_meta.get(key):
+            meta[key] = clone(live_meta[key])
+    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items() if not k.startswith(LABEL_PREFIX)}
+    if foreign:
+        meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
+    for key in STATE_LOCATION:
+        spec.pop(key, None)
+        if live_spec.get(key) is not None:
+            spec[key] = clone(live_spec[key])
+    for key in OPERATOR_SPEC:
+        if key in live_spec:
+            spec[key] = clone(live_spec[key])
+
+
+def _runner_service_account(defn: TofuDefinitionView, user_annotations: Mapping[str, str]) -> str | None:
+    if defn.allow_service_account_override and user_annotations.get(RUNNER_SA_ANNOTATION):
+        return user_annotations[RUNNER_SA_ANNOTATION]
+    return defn.service_account_name
+
+
+def _outputs_secret(defn: TofuDefinitionView, name: str, namespace: str) -> JSON | None:
+    """``writeOutputsToSecret`` with the name template rendered for one Application."""
+    wots = defn.write_outputs_to_secret
+    if wots is None:
+        return None
+    out: JSON = {"name": defn.render_outputs_secret_name(name, namespace, defn.kind)}
+    fields = _outputs_fields(wots)
+    for key in ("outputs", "labels", "annotations"):
+        if fields.get(key) is not None:
+            out[key] = clone(fields[key])
+    return out
+
+
+def _outputs_fields(wots: Any) -> Mapping[str, Any]:
+    """The definition's outputs-Secret settings as JSON, whether given as a mapping or a model."""
+    dump = getattr(wots, "model_dump", None)
+    if callable(dump):
+        dumped = dump(by_alias=True, exclude_none=True, mode="json")
+        return dumped if isinstance(dumped, dict) else {}
+    return wots if isinstance(wots, Mapping) else {}
+
+
+def _str_map(values: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in values.items()} if isinstance(values, dict) else {}
+
+
+def _prefixed(values: Any) -> dict[str, str]:
+    return {user_selector_key(k): v for k, v in _str_map(values).items()}

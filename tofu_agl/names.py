@@ -1,0 +1,74 @@
+"""Names: the API group served, the Terraform behind it, the label keys that tie the two, and naming.
+
+An Application and its Terraform are linked only by names and labels, never by a stored mapping:
+the Terraform is ``prefix + name`` in the same namespace and carries the kind, group and name
+labels below.  Every module that needs one of these facts takes it from here, so a label key or a
+name rule cannot drift between the request path and the rollout path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .definition import TofuDefinitionView
+
+DEFAULT_GROUP = "tofu.apps.cozystack.io"
+VERSION = "v1alpha1"
+
+#: User labels and annotations are stored on the Terraform under this prefix (as for Helm), so
+#: they never collide with the controller's or ours and can be read back.
+LABEL_PREFIX = "apps.cozystack.io-"
+KIND_LABEL = "apps.cozystack.io/application.kind"
+GROUP_LABEL = "apps.cozystack.io/application.group"
+NAME_LABEL = "apps.cozystack.io/application.name"
+#: Flux sharding label: owned by whoever operates the controllers, so an update keeps it.
+SHARDING_LABEL = "sharding.fluxcd.io/key"
+
+TF_GROUP = "infra.contrib.fluxcd.io"
+TF_VERSION = "v1alpha2"
+TF_PLURAL = "terraforms"
+TF_KIND = "Terraform"
+TF_API_VERSION = f"{TF_GROUP}/{TF_VERSION}"
+
+#: tofu-controller's "approve every plan" value of ``spec.approvePlan`` (and the definition's mode).
+AUTO = "auto"
+
+#: The two command annotations a user sets on an Application.
+APPROVE_ANNOTATION = "tofu.apps.cozystack.io/approve-plan"
+RUNNER_SA_ANNOTATION = "tofu.apps.cozystack.io/runner-service-account"
+
+#: tofu-controller runner pods are named ``<terraform name>-tf-runner`` and must stay a 63-char
+#: DNS label, which leaves 53 characters for the Terraform name.
+MAX_TERRAFORM_NAME = 53
+
+
+def backing_name(defn: TofuDefinitionView, name: str) -> str:
+    """Name of the Terraform backing Application ``name``."""
+    return defn.prefix + name
+
+
+def application_name(defn: TofuDefinitionView, backing_name: str) -> str | None:
+    """Name of the Application a Terraform backs, or None when the name lacks the prefix."""
+    if not backing_name.startswith(defn.prefix):
+        return None
+    name = backing_name[len(defn.prefix) :]
+    return name or None
+
+
+def backing_selector(defn: TofuDefinitionView, group: str) -> str:
+    """Label selector matching every Terraform that backs an Application of ``defn``'s kind."""
+    return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
+
+
+def user_selector_key(key: str) -> str:
+    """Terraform label (or annotation) key under which a user's label ``key`` is stored."""
+    return LABEL_PREFIX + key
+
+
+def is_application(obj: Mapping[str, Any], kind: str, group: str) -> bool:
+    """Whether the Terraform ``obj`` carries the labels of an Application of ``kind`` in ``group``."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(KIND_LABEL) == kind and labels.get(GROUP_LABEL) == group)
+

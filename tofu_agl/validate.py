@@ -1,0 +1,146 @@
+"""Whether an incoming Application may be written, and the Status kubectl shows when it may not.
+
+Every check runs here, before anything is built, so a bad request never reaches a Terraform and
+the error names what the user wrote (their label key, their spec path), not what it becomes:
+metadata (name, user labels and annotations as they will be stored), the spec's shape, unknown
+keys, the schema after defaults, the variable names the spec maps to, the runner-service-account
+annotation and, last, the approve-plan command (decided by :mod:`.approval`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shared.api import errors, selectors
+from shared.api.errors import Cause
+from shared.api.names import dns1035_label_error, dns1123_subdomain_error
+from shared.bodies import JSON
+from shared.schema.defaults import apply_defaults
+from shared.schema.validation import validate
+
+from . import approval
+from .definition import TofuDefinitionView
+from .names import MAX_TERRAFORM_NAME, RUNNER_SA_ANNOTATION, user_selector_key
+from .variables import marshal_vars, variable_name, variable_name_error
+
+
+def validate_application(
+    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+) -> None:
+    """Reject an Application that cannot become a valid Terraform, raising the matching ApiError.
+
+    Order: metadata (422), spec not an object or with top-level ``_`` keys (400), then the spec
+    and the runner annotation (422, one cause per field path), then the approval (422).  With
+    ``live`` (an update) the name is not checked: names are immutable, and an object that exists
+    must stay editable even if the naming rules tightened since it was created.
+    """
+    meta = app.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise errors.bad_request("metadata must be an object")
+    name = str(meta.get("name") or "")
+    causes = _name_causes(defn, meta) if live is None else []
+    causes += _label_and_annotation_causes(meta)
+    if causes:
+        raise errors.invalid(group, defn.kind, name, causes)
+    spec = app.get("spec")
+    if spec is None:
+        spec = {}
+    if not isinstance(spec, dict):
+        raise errors.bad_request(f"spec of {defn.kind} {name!r} must be an object, got {type(spec).__name__}")
+    underscored = sorted(k for k in spec if k.startswith("_"))
+    if underscored:
+        raise errors.bad_request(f"spec keys starting with '_' are reserved: {', '.join(underscored)}")
+
+    props = defn.schema.get("properties") or {}
+    causes = [
+        errors.field_cause(
+            f"spec.{key}", f'unknown field "{key}": {defn.kind} declares no such variable', "FieldValueNotSupported"
+        )
+        for key in spec
+        if key not in props
+    ]
+    defaulted = apply_defaults(defn.schema, {k: v for k, v in spec.items() if k in props})
+    causes += validate(defn.schema, defaulted, "spec")
+    tf_vars, variable_causes = _variables(defn, defaulted)
+    causes += variable_causes
+    causes += _runner_service_account_causes(defn, meta)
+    if causes:
+        raise errors.invalid(group, defn.kind, name, causes)
+    approval.check_approval(defn, app, live, group=group, tf_vars=tf_vars)
+
+
+def _name_causes(defn: TofuDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:
+    """The name must be a DNS-1035 label short enough that ``prefix + name`` is a Terraform name."""
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return [errors.field_cause("metadata.name", "Required value: name is required", "FieldValueRequired")]
+    why = dns1035_label_error(name, max_len=MAX_TERRAFORM_NAME - len(defn.prefix))
+    if why is None:
+        return []
+    if why.startswith("must be no more than"):
+        why += f" (Terraform name prefix {defn.prefix!r}, runner pod suffix \"-tf-runner\")"
+    return [errors.field_cause("metadata.name", f'Invalid value: "{name}": {why}')]
+
+
+def _label_and_annotation_causes(meta: Mapping[str, Any]) -> list[Cause]:
+    """User labels and annotations must still be valid once stored behind the prefix."""
+    causes: list[Cause] = []
+    for field, check_values in (("labels", True), ("annotations", False)):
+        entries = meta.get(field)
+        if entries is None:
+            continue
+        path = f"metadata.{field}"
+        if not isinstance(entries, dict):
+            causes.append(
+                errors.field_cause(path, "Invalid value: must be a map of strings", "FieldValueTypeInvalid")
+            )
+            continue
+        for key, value in entries.items():
+            # It is the stored key that must be valid; the message names the key the user wrote.
+            stored = user_selector_key(str(key))
+            why = selectors.label_key_error(stored)
+            if why is not None:
+                causes.append(errors.field_cause(path, f'Invalid value: "{key}": {why} (stored as "{stored}")'))
+            if not isinstance(value, str):
+                causes.append(
+                    errors.field_cause(
+                        path, f'Invalid value: "{key}": value must be a string', "FieldValueTypeInvalid"
+                    )
+                )
+            elif check_values and (value_error := selectors.label_value_error(value)) is not None:
+                causes.append(errors.field_cause(path, f"Invalid value: {value_error}"))
+    return causes
+
+
+def _variables(defn: TofuDefinitionView, spec: JSON) -> tuple[list[JSON], list[Cause]]:
+    """The Terraform ``vars`` the (defaulted) spec becomes, or why it cannot become any.
+
+    Each key must map to a valid OpenTofu variable name, and no two keys to the same one.
+    """
+    causes = [
+        errors.field_cause(f"spec.{key}", problem)
+        for key in spec
+        if (problem := variable_name_error(variable_name(key, defn.variable_naming)))
+    ]
+    if causes:
+        return [], causes
+    try:
+        return marshal_vars(defn.schema, defn.variable_naming, spec), []
+    except ValueError as exc:
+        field, _, message = str(exc).partition(": ")
+        return [], [errors.field_cause(field, message, "FieldValueDuplicate")]
+
+
+def _runner_service_account_causes(defn: TofuDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:
+    """The runner-service-account override needs the definition's consent and a valid name."""
+    runner_sa = (meta.get("annotations") or {}).get(RUNNER_SA_ANNOTATION)
+    if runner_sa is None:
+        return []
+    field = f"metadata.annotations[{RUNNER_SA_ANNOTATION}]"
+    if not defn.allow_service_account_override:
+        return [errors.field_cause(
+            field, f"{defn.kind} does not allow overriding the runner service account", "FieldValueForbidden"
+        )]
+    sa_error = dns1123_subdomain_error(str(runner_sa))
+    return [errors.field_cause(field, sa_error)] if sa_error else []
