@@ -1,4 +1,10 @@
-"""The flux tier's fixtures: the real source-controller and helm-controller next to helm_agl."""
+"""The flux tier's fixtures: the real source-controller and helm-controller next to helm_agl.
+
+The tier runs last in a session that shares one control plane with the integration tier: a running
+helm-controller reconciles every HelmRelease it sees (finalizers, status), which the integration
+tier's played statuses and resourceVersion checks must not meet; the controllers also only run for
+the module that needs them.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,13 @@ from localcluster import flux
 from localcluster.cluster import Cluster
 
 
-@pytest.fixture(scope="session")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: "tests/flux/" in str(item.fspath))
+
+
+@pytest.fixture(scope="module")
 def flux_controllers(control_plane: Cluster) -> Iterator[flux.Controllers]:
-    """Both controllers and the chart repository, running until the session ends (logs kept in /tmp)."""
+    """Both controllers and the chart repository, running for one test module (logs kept in /tmp)."""
     controllers = flux.start(control_plane)
     try:
         yield controllers
