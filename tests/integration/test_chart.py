@@ -117,6 +117,9 @@ def expected_rules(backing_group: str, backing: str, definitions: str, apiservic
         {"apiGroups": ["cozystack.io"], "resources": [f"{definitions}/status"], "verbs": ["patch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["admissionregistration.k8s.io"],
+         "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
         {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"], "resourceNames": [apiservice],
          "verbs": ["patch"]},
     ]
@@ -499,6 +502,13 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert not can("get", "", "secrets", namespace="kube-system")
     assert not can("get", "", "secrets", namespace="tenant-x")
     assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
+    # Admission: the policies and bindings read, never written; namespaces read one at a time.
+    for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+        assert can("list", "admissionregistration.k8s.io", resource) and can("watch", "admissionregistration.k8s.io",
+                                                                             resource)
+        assert not can("create", "admissionregistration.k8s.io", resource)
+    assert can("get", "", "namespaces", name="tenant-x") and not can("list", "", "namespaces")
+    assert not can("delete", "", "namespaces", name="tenant-x")
     # Leader election: its own Lease in the release namespace, nothing else.
     assert can("create", "coordination.k8s.io", "leases", namespace=NS)
     for verb in ("get", "update"):
