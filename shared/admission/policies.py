@@ -207,15 +207,22 @@ def _message(validation: Validation, bindings: JSON) -> str:
 
 
 async def _params(policy: CompiledPolicy, binding: JSON, request: AdmissionRequest,
-            find_params: ParamLookup) -> list[JSON | None] | str:
-    """The params to run the policy with, or the reason to deny when none are found."""
+                  find_params: ParamLookup) -> list[JSON | None] | str:
+    """The params to run the policy with, or the reason to deny when none are found.
+
+    Params that cannot be read (the server may not read that kind, the cluster is unreachable)
+    fail the policy per its failurePolicy, as any other misconfiguration does.
+    """
     if policy.param_kind is None:
         return [None]
     ref = (binding.get("spec") or {}).get("paramRef")
     if not ref:
         return "failed to configure binding: paramRef is required when the policy has paramKind"
     namespace = ref.get("namespace") or request.namespace
-    found: list[JSON | None] = list(await find_params(policy.param_kind, ref, namespace))
+    try:
+        found: list[JSON | None] = list(await find_params(policy.param_kind, ref, namespace))
+    except ApiError as exc:
+        return [] if policy.failure_policy == "Ignore" else f"failed to configure binding: {exc.message}"
     if found:
         return found
     if ref.get("parameterNotFoundAction") == "Deny":
@@ -231,7 +238,7 @@ def _denial(request: AdmissionRequest, message: str, reason: str) -> ApiError:
 
 
 async def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request: AdmissionRequest,
-          namespace_object: JSON | None, find_params: ParamLookup) -> Verdict:
+                namespace_object: JSON | None, find_params: ParamLookup) -> Verdict:
     """Decide ``request`` against every binding of every policy."""
     verdict = Verdict()
     audit: list[JSON] = []

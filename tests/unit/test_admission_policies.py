@@ -10,6 +10,7 @@ from typing import Any
 from shared.admission.matching import matches, rule_matches
 from shared.admission.policies import AUDIT_KEY, Verdict, admit, compile_policy
 from shared.admission.request import AdmissionRequest
+from shared.api.errors import ApiError
 from shared.api.rest import User
 from shared.security.authz import ResourceAttributes
 
@@ -95,6 +96,20 @@ def test_missing_params_follow_parameter_not_found_action() -> None:
         return [{"data": {"size": "xl"}}]
 
     assert _admit([policy], [allow], _request(), None, lookup).denial is not None
+
+
+def test_params_that_cannot_be_read_fail_per_failure_policy() -> None:
+    async def forbidden(*_: Any) -> list[dict[str, Any]]:
+        raise ApiError(403, "Forbidden", 'configmaps "limits" is forbidden')
+
+    for failure_policy, denied in (("Fail", True), ("Ignore", False)):
+        policy = compile_policy(_policy("p", "params.data.size != object.spec.size", failurePolicy=failure_policy,
+                                        paramKind={"apiVersion": "v1", "kind": "ConfigMap"}))
+        binding = _binding("p", "Deny", paramRef={"name": "limits"})
+        denial = _admit([policy], [binding], _request(), None, forbidden).denial
+        assert (denial is not None) is denied
+        if denial is not None:
+            assert denial.message.endswith('failed to configure binding: configmaps "limits" is forbidden')
 
 
 def test_an_unsupported_binding_like_authorizer_fails_per_failure_policy() -> None:
