@@ -1,6 +1,7 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver -> project.  Reads (get, list) go to kube-apiserver so they are as consistent as
 the backing object itself; watches are served from one :class:`shared.client.informer.Informer`
 per kind, so any number of ``kubectl get -w`` share one upstream watch and survive a

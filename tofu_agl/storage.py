@@ -1,6 +1,7 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
 stacks side by side so Draft 2 can extract the common interface from real code).  Reads (get,
 list) go to kube-apiserver so they are as consistent as the backing object itself; watches are
