@@ -12,7 +12,7 @@ from typing import Any
 
 from shared.api.rest import Column
 from shared.bodies import JSON
-from shared.schema.validation import apply_defaults
+from shared.schema.defaults import apply_defaults
 
 from .definition import HelmDefinitionView
 from .names import LABEL_PREFIX, VERSION, application_name, is_application

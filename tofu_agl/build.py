@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.bodies import JSON, clone
-from shared.schema.validation import apply_defaults
+from shared.schema.defaults import apply_defaults
 
 from . import approval
 from .definition import TofuDefinitionView

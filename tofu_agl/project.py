@@ -18,7 +18,7 @@ from typing import Any
 
 from shared.api.rest import Column
 from shared.bodies import JSON
-from shared.schema.validation import apply_defaults
+from shared.schema.defaults import apply_defaults
 
 from .definition import TofuDefinitionView
 from .names import (

@@ -1,6 +1,7 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
 stacks side by side so Draft 2 can extract the common interface from real code).  Reads (get,
 list) go to kube-apiserver so they are as consistent as the backing object itself; watches are
@@ -18,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -45,12 +47,14 @@ class ApplicationStorage:
         info: ResourceInfo,
         terraforms: ObjectClient,
         events: EventRecorder,
+        admit: Admit = admit_all,
     ) -> None:
         self.definition = definition
         self.info = info
         self.group = info.group
         self._terraforms = terraforms
         self._events = events
+        self._admit = admit
         self._informer = Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}"
         )
@@ -171,6 +175,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf)))
         try:
             created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -191,6 +197,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group, live=existing)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)
+        await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf), self._to_app(existing)))
         try:
             updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -208,6 +216,8 @@ class ApplicationStorage:
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
         existing = await self._live(namespace, name)
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
+                                                     old=self._to_app(existing)))
         try:
             result = await self._terraforms.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:

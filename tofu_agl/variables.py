@@ -17,12 +17,20 @@ from typing import Any
 
 from shared.bodies import clone
 
+#: Names OpenTofu refuses for input variables because a ``module`` block gives them another
+#: meaning: its attributes and block types (``internal/configs/module_call.go``, moduleBlockSchema,
+#: checked in ``named_values.go`` decodeVariableBlock; OpenTofu v1.10).
 RESERVED: frozenset[str] = frozenset(
-    {"source", "version", "providers", "count", "for_each", "lifecycle", "depends_on", "locals"}
+    {
+        "source", "version", "count", "for_each", "depends_on", "providers",
+        "_", "lifecycle", "locals", "provider",
+    }
 )
-VARIABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-#: Nested object attributes only have to be HCL identifiers (verbatim keeps camelCase there).
-ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+#: OpenTofu's identifier rule (hclsyntax.ValidIdentifier): a letter or underscore, then letters,
+#: digits, underscores and dashes.  OpenTofu also takes non-ASCII letters; we keep to ASCII, a
+#: strict subset, so every accepted name is one OpenTofu accepts.  Nested object attributes follow
+#: the same rule without the reserved names.
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 SNAKE_CASE = "snake_case"
 VERBATIM = "verbatim"
@@ -54,7 +62,7 @@ def variable_name(key: str, naming: str) -> str:
 
 def variable_name_error(name: str) -> str | None:
     """Why ``name`` cannot be an OpenTofu input variable, or None."""
-    if not VARIABLE_NAME.match(name):
+    if not VARIABLE_NAME.fullmatch(name):
         return f"variable name {name!r} must match {VARIABLE_NAME.pattern}"
     if name in RESERVED:
         return f"variable name {name!r} is reserved by OpenTofu"
@@ -86,8 +94,8 @@ def naming_problems(schema: dict[str, Any], naming: str) -> list[str]:
             error = variable_name_error(name)
             if error:
                 problems.append(f"property {path!r}: {error}")
-        elif not ATTRIBUTE_NAME.match(name):
-            problems.append(f"property {path!r}: attribute name {name!r} must match {ATTRIBUTE_NAME.pattern}")
+        elif not VARIABLE_NAME.fullmatch(name):
+            problems.append(f"property {path!r}: attribute name {name!r} must match {VARIABLE_NAME.pattern}")
         other = seen.setdefault((parent, name), key)
         if other != key:
             where = f" in {parent.rstrip('.')!r}" if parent else ""

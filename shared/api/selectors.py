@@ -24,6 +24,8 @@ EXISTS = "exists"
 DOES_NOT_EXIST = "!"
 
 _NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_NAME_CHARACTERS = ("must consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -62,10 +64,7 @@ def label_key_error(key: str) -> str | None:
     if len(name) > 63:
         return f"name part of {key!r} must be no more than 63 characters"
     if not _NAME.match(name):
-        return (
-            f"name part of {key!r} must consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
+        return f"name part of {key!r} {_NAME_CHARACTERS}"
     return None
 
 
@@ -76,10 +75,7 @@ def label_value_error(value: str) -> str | None:
     if len(value) > 63:
         return f"value {value!r} must be no more than 63 characters"
     if not _NAME.match(value):
-        return (
-            f"value {value!r} must consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
+        return f"value {value!r} {_NAME_CHARACTERS}"
     return None
 
 

@@ -25,7 +25,6 @@ with 410 and the history starts over.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
 import logging
 import random
@@ -191,23 +190,6 @@ class Informer:
     def resource_version(self) -> str:
         """The last resourceVersion seen (from a list, an event or a bookmark)."""
         return self._rv
-
-    # ------------------------------------------------------------------ reads
-
-    def get(self, namespace: str | None, name: str, *, copy: bool = True) -> JSON | None:
-        obj = self._objects.get((namespace or "", name))
-        if obj is None:
-            return None
-        return clone(obj) if copy else obj
-
-    def list(self, namespace: str | None = None, *, copy: bool = True) -> list[JSON]:
-        """Current objects, sorted by (namespace, name) as kube-apiserver lists them."""
-        keys = sorted(k for k in self._objects if namespace is None or k[0] == (namespace or ""))
-        objs = [self._objects[k] for k in keys]
-        return [clone(o) for o in objs] if copy else objs
-
-    def __len__(self) -> int:
-        return len(self._objects)
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -397,7 +379,7 @@ class Informer:
         self._history.clear()
         self._rv, self._rv_int, self._horizon = rv_text, list_rv, list_rv
 
-    def _diff(self, fresh: dict[Key, JSON], list_rv: int) -> builtins.list[_Record]:
+    def _diff(self, fresh: dict[Key, JSON], list_rv: int) -> list[_Record]:
         """Synthetic events turning the cached state into ``fresh``, ordered by resourceVersion.
 
         Changed objects keep their own RVs.  A deleted object's true deletion revision is
@@ -408,7 +390,7 @@ class Informer:
         last = self._rv_int
         if list_rv < last:
             raise _Reset(f"resourceVersion went backwards ({last} -> {list_rv})")
-        changes: builtins.list[_Record] = []
+        changes: list[_Record] = []
         for key, obj in fresh.items():
             old = self._objects.get(key)
             if old is not None and _rv_str(old) == _rv_str(obj):
@@ -420,7 +402,7 @@ class Informer:
         gone_keys = [k for k in self._objects if k not in fresh]
         if gone_keys:
             used = {rec.rv for rec in changes}
-            free: builtins.list[int] = []
+            free: list[int] = []
             candidate = list_rv
             while len(free) < len(gone_keys) and candidate > last:
                 if candidate not in used:

@@ -2,53 +2,44 @@
 
 Every replica serves the API and keeps its in-memory kind registry current; only the replica holding
 a ``coordination.k8s.io/v1`` Lease writes (definition status, definition Events, rollouts). The
-elector is written here rather than taken from a library: client-go's leaderelection is Go, and
-neither kopf (its peering is a different, CRD-based mechanism that pauses whole operators) nor
-kubernetes_asyncio offers a Lease elector for asyncio.
+election is kubernetes_asyncio's ``leaderelection`` with its ``LeaseLock`` -- client-go's algorithm:
+a candidate takes the Lease once its record has not changed for ``lease_duration`` by the candidate's
+own clock, every write is a PUT carrying the resourceVersion it read (of two racing candidates one
+gets 409), and the holder steps down when it has not renewed within ``renew_deadline``.
 
-Safety comes from kube-apiserver's optimistic concurrency: every take-over or renewal is a PUT
-carrying the resourceVersion that was read, so of two candidates racing for an expired Lease only
-one write succeeds (the other gets 409 Conflict and stays a follower). A leader that cannot renew
-steps down by itself once its last successful renewal is older than the renew deadline, i.e. before
-any other candidate can consider the Lease expired (as long as clocks are roughly in sync).
+This module adapts it to what the reconcilers need and covers what the library gets wrong:
 
-Nothing here knows what the service writes: callers ask :attr:`is_leader` before a write and await
-:meth:`wait_elected` to redo their writes after a take-over.
+- callers ask :attr:`LeaderElector.is_leader` before a write and await ``wait_elected`` /
+  ``wait_deposed`` (the library only calls back on start/stop), and a replica that lost the Lease
+  stands again (the library's ``run()`` returns after one term);
+- one attempt is bounded by ``retry_period``: the library's Lease calls have no timeout at all, so a
+  leader whose renewal hangs would go on writing after a follower took the Lease over, and a
+  transport error (not an ``ApiException``) escapes the library's loop instead of counting as a
+  failed attempt (``test_hung_renewal_steps_down_before_the_lease_expires`` in
+  tests/integration/test_leader_election.py);
+- ``leaseTransitions`` counts changes of holder as client-go does (the library never sets it);
+- :meth:`LeaderElector.release` gives the Lease up on shutdown (the library has no release), so
+  another replica takes over at once instead of after the Lease expires.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from kubernetes_asyncio import client as kclient
-
-from shared.api.errors import ApiError
-from shared.client.kube import GVR, ObjectClient
+from kubernetes_asyncio.leaderelection.electionconfig import Config
+from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 log = logging.getLogger(__name__)
 
-LEASES = GVR("coordination.k8s.io", "v1", "leases")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-Clock = Callable[[], datetime.datetime]
-Sleep = Callable[[float], Awaitable[None]]
-
-
-class LeaseStore(Protocol):
-    """The three Lease calls the elector makes (an :class:`ObjectClient`, or a fake in tests)."""
-
-    async def get(self, namespace: str | None, name: str) -> dict[str, Any]: ...
-
-    async def create(self, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def replace(self, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class Leadership(Protocol):
@@ -89,52 +80,52 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{os.getpid()}"
 
 
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+class _CountingLeaseLock(LeaseLock):
+    """The library's Lease lock, also counting ``leaseTransitions`` when the holder changes."""
+
+    def update_lease(self, leader_election_record: LeaderElectionRecord,
+                     current_spec: kclient.V1LeaseSpec | None = None) -> kclient.V1LeaseSpec:
+        previous = current_spec.holder_identity if current_spec is not None else None
+        transitions = (current_spec.lease_transitions or 0) if current_spec is not None else 0
+        spec: kclient.V1LeaseSpec = super().update_lease(leader_election_record, current_spec)
+        changed = current_spec is not None and previous != leader_election_record.holder_identity
+        spec.lease_transitions = transitions + 1 if changed else transitions
+        return spec
 
 
-def format_micro_time(value: datetime.datetime) -> str:
-    """``metav1.MicroTime`` wire format (RFC 3339, microseconds, UTC)."""
-    return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+class _BoundedElection(LeaderElection):
+    """The library's election with every attempt bounded in time and any failure counted as a failed attempt."""
 
-
-def parse_time(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
+    async def try_acquire_or_renew(self) -> bool:
+        lock = self.election_config.lock
+        try:
+            async with asyncio.timeout(self.election_config.retry_period):
+                return await super().try_acquire_or_renew()
+        except Exception as exc:  # the API server unreachable, slow or answering nonsense: try again later
+            log.warning("leader election: lease call failed",
+                        extra={"lease": f"{lock.namespace}/{lock.name}", "error": str(exc) or type(exc).__name__})
+            return False
 
 
 class LeaderElector:
-    """Acquires and renews one Lease; exposes whether this process currently holds it."""
+    """Stands for one Lease for as long as the process runs; exposes whether this process holds it now."""
 
-    def __init__(self, api: kclient.ApiClient | None, namespace: str, name: str, identity: str,
-                 lease_seconds: int = 15, renew_every: float = 5, *, renew_deadline: float | None = None,
-                 leases: LeaseStore | None = None, clock: Clock = _utcnow, sleep: Sleep = asyncio.sleep) -> None:
-        if renew_every >= lease_seconds:
-            raise ValueError("renew_every must be shorter than lease_seconds")
+    def __init__(self, api: kclient.ApiClient, namespace: str, name: str, identity: str, *,
+                 lease_duration: float = 15, renew_deadline: float = 10, retry_period: float = 2) -> None:
+        # An attempt started just before the renew deadline may last one more retry period: the holder
+        # must have stopped writing by then, before any follower may consider the Lease expired.
+        if lease_duration <= renew_deadline + 2 * retry_period:
+            raise ValueError("lease_duration must exceed renew_deadline + 2 * retry_period")
         self.namespace = namespace
         self.name = name
         self.identity = identity
-        self.lease_seconds = lease_seconds
-        self.renew_every = renew_every
-        #: A leader that has not renewed for this long steps down; shorter than the lease so it stops
-        #: writing before anyone else may take over.
-        self.renew_deadline = renew_deadline if renew_deadline is not None else lease_seconds - renew_every
-        if leases is None:
-            if api is None:
-                raise ValueError("either an API client or a lease store is needed")
-            leases = ObjectClient(api, LEASES)
-        self._leases: LeaseStore = leases
-        self._clock = clock
-        self._sleep = sleep
+        self._lock = _CountingLeaseLock(name, namespace, identity, api)
+        self._election = _BoundedElection(Config(
+            self._lock, lease_duration, renew_deadline, retry_period,
+            onstarted_leading=self._started, onstopped_leading=self._stopped))
         self._elected = asyncio.Event()
         self._deposed = asyncio.Event()
         self._deposed.set()
-        self._renewed_at: datetime.datetime | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -149,95 +140,37 @@ class LeaderElector:
         await self._deposed.wait()
 
     async def run(self) -> None:
-        """Try to acquire or renew every ``renew_every`` seconds until cancelled."""
+        """Acquire, renew, and after losing the Lease stand again, until cancelled."""
         while True:
-            await self.step()
-            await self._sleep(self.renew_every)
+            await self._election.run()
+            await asyncio.sleep(self._election.election_config.retry_period)
 
-    async def step(self) -> bool:
-        """One attempt to acquire or renew; returns whether this process is the leader afterwards."""
-        now = self._clock()
-        try:
-            held = await self._try(now)
-        except Exception as exc:  # any failure must leave the loop running
-            conflict = isinstance(exc, ApiError) and exc.code == 409
-            held = False
-            if not conflict:
-                log.warning("leader election: lease call failed",
-                            extra={"lease": self.name, "error": getattr(exc, "message", str(exc))})
-                # API server unreachable: keep leading only while the last renewal is recent enough.
-                if self.is_leader and self._renewed_at is not None:
-                    held = (now - self._renewed_at).total_seconds() < self.renew_deadline
-        self._set(held)
-        return held
-
-    async def _try(self, now: datetime.datetime) -> bool:
-        try:
-            lease = await self._leases.get(self.namespace, self.name)
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            body = {"apiVersion": LEASES.api_version, "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec(now, acquire=True, transitions=0)}
-            await self._leases.create(self.namespace, body)
-            self._renewed_at = now
-            return True
-        spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
-        if holder == self.identity:
-            new_spec = {**spec, "renewTime": format_micro_time(now), "leaseDurationSeconds": self.lease_seconds}
-        elif holder and not self._expired(spec, now):
-            return False
-        else:
-            new_spec = self._spec(now, acquire=True, transitions=int(spec.get("leaseTransitions") or 0) + 1)
-        # The read resourceVersion travels with the PUT: a concurrent taker makes one of us get 409.
-        body = {**lease, "spec": new_spec}
-        await self._leases.replace(self.namespace, self.name, body)
-        self._renewed_at = now
-        return True
-
-    def _spec(self, now: datetime.datetime, *, acquire: bool, transitions: int) -> dict[str, Any]:
-        stamp = format_micro_time(now)
-        spec: dict[str, Any] = {"holderIdentity": self.identity, "leaseDurationSeconds": self.lease_seconds,
-                                "renewTime": stamp, "leaseTransitions": transitions}
-        if acquire:
-            spec["acquireTime"] = stamp
-        return spec
-
-    @staticmethod
-    def _expired(spec: dict[str, Any], now: datetime.datetime) -> bool:
-        renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
-        if renewed is None:
-            return True
-        duration = float(spec.get("leaseDurationSeconds") or 0)
-        return renewed + datetime.timedelta(seconds=duration) < now
-
-    def _set(self, leader: bool) -> None:
-        if leader and not self.is_leader:
+    async def _started(self) -> None:
+        if not self.is_leader:
             log.info("became leader", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
             self._deposed.clear()
             self._elected.set()
-        elif not leader and self.is_leader:
-            log.warning("lost leadership", extra={"lease": f"{self.namespace}/{self.name}",
-                                                  "identity": self.identity})
+
+    async def _stopped(self) -> None:
+        if self.is_leader:
+            log.warning("lost leadership", extra={"lease": f"{self.namespace}/{self.name}", "identity": self.identity})
             self._elected.clear()
             self._deposed.set()
-        if not leader:
-            self._renewed_at = None
 
     async def release(self) -> None:
         """Give the Lease up on shutdown so another replica takes over at once, not after it expires."""
         if not self.is_leader:
             return
-        self._set(False)
+        await self._stopped()
         try:
-            lease = await self._leases.get(self.namespace, self.name)
-            spec = lease.get("spec") or {}
-            if spec.get("holderIdentity") != self.identity:
-                return
-            body = {**lease, "spec": {**spec, "holderIdentity": None, "leaseDurationSeconds": 1,
-                                      "renewTime": format_micro_time(self._clock())}}
-            await self._leases.replace(self.namespace, self.name, body)
-        except ApiError as exc:
-            log.warning("could not release the lease", extra={"lease": self.name, "error": exc.message})
+            async with asyncio.timeout(self._election.election_config.retry_period):
+                found, record = await self._lock.get(self.name, self.namespace)
+                lease: Any = self._lock.lease_reference
+                if not found or not isinstance(record, LeaderElectionRecord) or lease is None \
+                        or record.holder_identity != self.identity:
+                    return
+                lease.spec.holder_identity = None
+                lease.spec.lease_duration_seconds = 1
+                await self._lock.api_instance.replace_namespaced_lease(self.name, self.namespace, lease)
+        except Exception as exc:  # shutting down anyway: the Lease then expires on its own
+            log.warning("could not release the lease", extra={"lease": self.name, "error": str(exc)})

@@ -7,7 +7,10 @@ accepts ``application/strategic-merge-patch+json`` -- so we never list it) and w
 validates fields itself (the ``fieldValidation`` query parameter on PATCH).  kube-apiserver's
 aggregator republishes /openapi/v2 merged with its own and proxies the v3 documents as they are,
 so each v3 document is self-contained: the few ``meta/v1`` types our kinds refer to are included
-in a minimal form.
+(:mod:`shared.schema.meta_v1`).
+
+The paths and operations are described once (:func:`_paths`) and rendered to either version; the
+schemas are written in v3 form and converted for v2 (:func:`to_v2_schema`).
 """
 
 from __future__ import annotations
@@ -22,14 +25,10 @@ from typing import Any
 from shared.api import patch
 from shared.api.rest import ResourceInfo
 from shared.bodies import JSON
+from shared.schema import meta_v1
+from shared.schema.meta_v1 import META, V3_REF, ref, string
 
-META = "io.k8s.apimachinery.pkg.apis.meta.v1"
-_V3_REF = "#/components/schemas/"
 _V2_REF = "#/definitions/"
-
-
-def _ref(name: str) -> JSON:
-    return {"$ref": _V3_REF + name}
 
 
 def definition_name(group: str, version: str, kind: str) -> str:
@@ -39,160 +38,6 @@ def definition_name(group: str, version: str, kind: str) -> str:
 
 def _camel(text: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[.\-]", text) if part)
-
-
-def _string(description: str, fmt: str = "") -> JSON:
-    out: JSON = {"type": "string", "description": description}
-    if fmt:
-        out["format"] = fmt
-    return out
-
-
-# --- the meta/v1 types our documents refer to (minimal, written for explain) ---------------
-
-
-def _meta_schemas() -> dict[str, JSON]:
-    string_map = {"type": "object", "additionalProperties": {"type": "string", "default": ""}}
-    return {
-        f"{META}.ObjectMeta": {
-            "description": "Standard metadata every persisted object carries.",
-            "type": "object",
-            "properties": {
-                "name": _string("Unique name of the object within its namespace."),
-                "generateName": _string("Prefix the server uses to generate a name when none is given."),
-                "namespace": _string("Namespace the object lives in."),
-                "uid": _string("Unique identifier assigned by the server, never reused."),
-                "resourceVersion": _string(
-                    "Opaque version of the object; send it back on update to detect concurrent changes."
-                ),
-                "generation": {"type": "integer", "format": "int64", "description": "Spec generation."},
-                "creationTimestamp": _string("When the object was created (RFC 3339, UTC).", "date-time"),
-                "deletionTimestamp": _string("When deletion was requested; set by the server.", "date-time"),
-                "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
-                "labels": {
-                    **string_map,
-                    "description": "Key/value pairs used to select and organise objects.",
-                },
-                "annotations": {**string_map, "description": "Arbitrary non-identifying key/value metadata."},
-                "finalizers": {
-                    "type": "array",
-                    "items": {"type": "string", "default": ""},
-                    "description": "Conditions that must be cleared before the object is removed.",
-                    "x-kubernetes-list-type": "set",
-                },
-                "ownerReferences": {
-                    "type": "array",
-                    "items": {"allOf": [_ref(f"{META}.OwnerReference")], "default": {}},
-                    "description": "Objects this object depends on.",
-                },
-                "managedFields": {
-                    "type": "array",
-                    "items": {"allOf": [_ref(f"{META}.ManagedFieldsEntry")], "default": {}},
-                    "description": "Which manager set which fields (server-side apply bookkeeping).",
-                },
-            },
-        },
-        f"{META}.OwnerReference": {
-            "description": "Identifies an owning object.",
-            "type": "object",
-            "required": ["apiVersion", "kind", "name", "uid"],
-            "properties": {
-                "apiVersion": _string("API version of the owner."),
-                "kind": _string("Kind of the owner."),
-                "name": _string("Name of the owner."),
-                "uid": _string("UID of the owner."),
-                "controller": {
-                    "type": "boolean",
-                    "description": "True if the owner is the managing controller.",
-                },
-                "blockOwnerDeletion": {
-                    "type": "boolean",
-                    "description": "Foreground deletion waits for this.",
-                },
-            },
-            "x-kubernetes-map-type": "atomic",
-        },
-        f"{META}.ManagedFieldsEntry": {
-            "description": "A set of fields owned by one manager.",
-            "type": "object",
-            "properties": {
-                "manager": _string("Name of the manager."),
-                "operation": _string("Apply or Update."),
-                "apiVersion": _string("Version the fields were recorded in."),
-                "time": _string("When the fields were last changed.", "date-time"),
-                "fieldsType": _string("Format of fieldsV1."),
-                "fieldsV1": {"type": "object", "description": "The owned fields."},
-                "subresource": _string("Subresource the fields were written through."),
-            },
-        },
-        f"{META}.ListMeta": {
-            "description": "Metadata of a list response.",
-            "type": "object",
-            "properties": {
-                "resourceVersion": _string("Version of the list; start a watch from here."),
-                "continue": _string("Token for the next page when the list was limited."),
-                "remainingItemCount": {"type": "integer", "format": "int64"},
-            },
-        },
-        f"{META}.StatusCause": {
-            "description": "One reason a request failed.",
-            "type": "object",
-            "properties": {
-                "reason": _string("Machine-readable cause."),
-                "message": _string("Human-readable description."),
-                "field": _string("The field the cause refers to, e.g. spec.replicas."),
-            },
-        },
-        f"{META}.StatusDetails": {
-            "description": "Extended data of a Status.",
-            "type": "object",
-            "properties": {
-                "name": _string("Name of the object concerned."),
-                "group": _string("Group of the object concerned."),
-                "kind": _string("Kind (or resource) of the object concerned."),
-                "uid": _string("UID of the object concerned."),
-                "causes": {"type": "array", "items": {"allOf": [_ref(f"{META}.StatusCause")], "default": {}}},
-                "retryAfterSeconds": {"type": "integer", "format": "int32"},
-            },
-        },
-        f"{META}.Status": {
-            "description": "The result of a call that does not return an object, and every error.",
-            "type": "object",
-            "properties": {
-                "apiVersion": _string("v1"),
-                "kind": _string("Status"),
-                "metadata": {"allOf": [_ref(f"{META}.ListMeta")], "default": {}},
-                "status": _string("Success or Failure."),
-                "message": _string("Human-readable description."),
-                "reason": _string("Machine-readable reason, e.g. NotFound or Invalid."),
-                "code": {"type": "integer", "format": "int32", "description": "HTTP status code."},
-                "details": {"allOf": [_ref(f"{META}.StatusDetails")]},
-            },
-            "x-kubernetes-group-version-kind": [{"group": "", "kind": "Status", "version": "v1"}],
-        },
-        f"{META}.Preconditions": {
-            "description": "Must hold for a delete to proceed.",
-            "type": "object",
-            "properties": {"uid": _string("Expected UID."), "resourceVersion": _string("Expected version.")},
-        },
-        f"{META}.DeleteOptions": {
-            "description": "Options of a delete request.",
-            "type": "object",
-            "properties": {
-                "apiVersion": _string("v1"),
-                "kind": _string("DeleteOptions"),
-                "dryRun": {"type": "array", "items": {"type": "string", "default": ""}},
-                "gracePeriodSeconds": {"type": "integer", "format": "int64"},
-                "propagationPolicy": _string("Orphan, Background or Foreground."),
-                "preconditions": {"allOf": [_ref(f"{META}.Preconditions")]},
-            },
-        },
-        f"{META}.Patch": {
-            "description": "A patch document; its format is given by the request's Content-Type.",
-            "type": "object",
-        },
-    }
-
 
 # --- per-kind schemas -------------------------------------------------------------------------
 
@@ -207,10 +52,10 @@ def object_schema(info: ResourceInfo) -> JSON:
     schema["type"] = "object"
     schema.setdefault("description", f"{info.kind} is a {info.group} resource.")
     props = schema.setdefault("properties", {})
-    props["apiVersion"] = _string(f"Always {info.api_version}.")
-    props["kind"] = _string(f"Always {info.kind}.")
+    props["apiVersion"] = string(f"Always {info.api_version}.")
+    props["kind"] = string(f"Always {info.kind}.")
     props["metadata"] = {
-        "allOf": [_ref(f"{META}.ObjectMeta")],
+        "allOf": [ref(f"{META}.ObjectMeta")],
         "default": {},
         "description": "Standard object metadata.",
     }
@@ -224,12 +69,12 @@ def list_schema(info: ResourceInfo) -> JSON:
         "type": "object",
         "required": ["items"],
         "properties": {
-            "apiVersion": _string(f"Always {info.api_version}."),
-            "kind": _string(f"Always {info.list_kind}."),
-            "metadata": {"allOf": [_ref(f"{META}.ListMeta")], "default": {}},
+            "apiVersion": string(f"Always {info.api_version}."),
+            "kind": string(f"Always {info.list_kind}."),
+            "metadata": {"allOf": [ref(f"{META}.ListMeta")], "default": {}},
             "items": {
                 "type": "array",
-                "items": _ref(definition_name(info.group, info.version, info.kind)),
+                "items": ref(definition_name(info.group, info.version, info.kind)),
                 "description": f"The {info.plural}.",
             },
         },
@@ -275,8 +120,25 @@ _NAMESPACE: _P = ("namespace", "string", "Object name and auth scope, such as fo
 _NAME: _P = ("name", "string", "Name of the object.")
 
 
+_RESPONSE_DESCRIPTIONS = {"200": "OK", "201": "Created", "202": "Accepted", "401": "Unauthorized"}
+
+
+def _parameter(param: _P, where: str, *, v2: bool) -> JSON:
+    """A query or path parameter; v2 states the type inline, v3 in a schema."""
+    name, type_, description = param
+    typed: JSON = {"type": type_, "uniqueItems": True}
+    out: JSON = {"name": name, "in": where, "description": description}
+    if v2:
+        out.update(typed)
+    else:
+        out["schema"] = typed
+    if where == "path":
+        out["required"] = True
+    return out
+
+
 class _Op:
-    """One operation, rendered for either OpenAPI version."""
+    """One operation of one path, rendered for either OpenAPI version."""
 
     def __init__(
         self,
@@ -296,72 +158,39 @@ class _Op:
         self.params, self.responses, self.body = params, responses, body
         self.consumes, self.produces, self.body_required = consumes, produces, body_required
 
-    def v3(self, tag: str) -> JSON:
+    def render(self, tag: str, *, v2: bool) -> JSON:
         out: JSON = {
             "tags": [tag],
             "description": self.description,
             "operationId": self.op_id,
-            "parameters": [
-                {"name": n, "in": "query", "description": d, "schema": {"type": t, "uniqueItems": True}}
-                for n, t, d in self.params
-            ],
-            "responses": {
-                code: (
-                    {
-                        "description": "OK" if code == "200" else "Created" if code == "201" else "Accepted",
-                        "content": {p: {"schema": _ref(schema)} for p in self.produces},
-                    }
-                    if schema
-                    else {"description": "Unauthorized"}
-                )
-                for code, schema in self.responses.items()
-            },
+            "parameters": [_parameter(p, "query", v2=v2) for p in self.params],
+            "responses": {code: self._response(code, schema, v2=v2) for code, schema in self.responses.items()},
             "x-kubernetes-action": self.action,
             "x-kubernetes-group-version-kind": self.gvk,
         }
-        if self.body is not None:
+        if v2:
+            out.update(consumes=list(self.consumes) if self.body is not None else ["*/*"],
+                       produces=list(self.produces), schemes=["https"])
+            if self.body is not None:
+                body = {"name": "body", "in": "body", "required": self.body_required,
+                        "schema": {"$ref": _V2_REF + self.body}}
+                out["parameters"].insert(0, body)
+        elif self.body is not None:
             out["requestBody"] = {
-                "content": {c: {"schema": _ref(self.body)} for c in self.consumes},
+                "content": {c: {"schema": ref(self.body)} for c in self.consumes},
                 "required": self.body_required,
             }
         return out
 
-    def v2(self, tag: str) -> JSON:
-        params: list[JSON] = []
-        if self.body is not None:
-            params.append(
-                {
-                    "name": "body",
-                    "in": "body",
-                    "required": self.body_required,
-                    "schema": {"$ref": _V2_REF + self.body},
-                }
-            )
-        params += [
-            {"uniqueItems": True, "type": t, "description": d, "name": n, "in": "query"} for n, t, d in self.params
-        ]
-        return {
-            "description": self.description,
-            "consumes": list(self.consumes) if self.body is not None else ["*/*"],
-            "produces": list(self.produces),
-            "schemes": ["https"],
-            "tags": [tag],
-            "operationId": self.op_id,
-            "parameters": params,
-            "responses": {
-                code: (
-                    {
-                        "description": "OK" if code == "200" else "Created" if code == "201" else "Accepted",
-                        "schema": {"$ref": _V2_REF + schema},
-                    }
-                    if schema
-                    else {"description": "Unauthorized"}
-                )
-                for code, schema in self.responses.items()
-            },
-            "x-kubernetes-action": self.action,
-            "x-kubernetes-group-version-kind": self.gvk,
-        }
+    def _response(self, code: str, schema: str, *, v2: bool) -> JSON:
+        out: JSON = {"description": _RESPONSE_DESCRIPTIONS[code]}
+        if not schema:
+            return out
+        if v2:
+            out["schema"] = {"$ref": _V2_REF + schema}
+        else:
+            out["content"] = {p: {"schema": ref(schema)} for p in self.produces}
+        return out
 
 
 def _paths(info: ResourceInfo) -> dict[str, tuple[list[_P], dict[str, _Op]]]:
@@ -464,34 +293,35 @@ def _tag(group: str, version: str) -> str:
 # --- documents --------------------------------------------------------------------------------
 
 
+def _path_items(infos: Iterable[ResourceInfo], *, v2: bool) -> JSON:
+    paths: JSON = {}
+    for info in infos:
+        tag = _tag(info.group, info.version)
+        for path, (path_params, ops) in _paths(info).items():
+            item: JSON = {method: op.render(tag, v2=v2) for method, op in ops.items()}
+            if path_params:
+                item["parameters"] = [_parameter(p, "path", v2=v2) for p in path_params]
+            paths[path] = item
+    return paths
+
+
+def _schemas(infos: Iterable[ResourceInfo]) -> dict[str, JSON]:
+    """meta/v1 and every kind's object and list schema, in v3 form."""
+    schemas = meta_v1.schemas()
+    for info in infos:
+        schemas[definition_name(info.group, info.version, info.kind)] = object_schema(info)
+        schemas[definition_name(info.group, info.version, info.list_kind)] = list_schema(info)
+    return schemas
+
+
 def v3_document(group: str, version: str, infos: Iterable[ResourceInfo], title: str = "agl") -> JSON:
     """The ``/openapi/v3/apis/<group>/<version>`` document."""
     selected = sorted((i for i in infos if i.group == group and i.version == version), key=lambda i: i.plural)
-    schemas = _meta_schemas()
-    paths: JSON = {}
-    tag = _tag(group, version)
-    for info in selected:
-        schemas[definition_name(group, version, info.kind)] = object_schema(info)
-        schemas[definition_name(group, version, info.list_kind)] = list_schema(info)
-        for path, (path_params, ops) in _paths(info).items():
-            item: JSON = {method: op.v3(tag) for method, op in ops.items()}
-            if path_params:
-                item["parameters"] = [
-                    {
-                        "name": n,
-                        "in": "path",
-                        "description": d,
-                        "required": True,
-                        "schema": {"type": t, "uniqueItems": True},
-                    }
-                    for n, t, d in path_params
-                ]
-            paths[path] = item
     return {
         "openapi": "3.0.0",
         "info": {"title": title, "version": version},
-        "paths": paths,
-        "components": {"schemas": schemas},
+        "paths": _path_items(selected, v2=False),
+        "components": {"schemas": _schemas(selected)},
     }
 
 
@@ -526,7 +356,7 @@ def to_v2_schema(schema: Any) -> Any:
         if key in _V2_DROPPED:
             continue
         if key == "$ref" and isinstance(value, str):
-            out[key] = value.replace(_V3_REF, _V2_REF)
+            out[key] = value.replace(V3_REF, _V2_REF)
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             out[key] = {name: to_v2_schema(sub) for name, sub in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
@@ -551,30 +381,9 @@ def to_v2_schema(schema: Any) -> Any:
 def v2_document(infos: Iterable[ResourceInfo], title: str = "agl", version: str = "v0") -> JSON:
     """The ``/openapi/v2`` (swagger 2.0) document for every served resource."""
     selected = sorted(infos, key=lambda i: (i.group, i.version, i.plural))
-    definitions = {name: to_v2_schema(s) for name, s in _meta_schemas().items()}
-    paths: JSON = {}
-    for info in selected:
-        tag = _tag(info.group, info.version)
-        definitions[definition_name(info.group, info.version, info.kind)] = to_v2_schema(object_schema(info))
-        definitions[definition_name(info.group, info.version, info.list_kind)] = to_v2_schema(list_schema(info))
-        for path, (path_params, ops) in _paths(info).items():
-            item: JSON = {method: op.v2(tag) for method, op in ops.items()}
-            if path_params:
-                item["parameters"] = [
-                    {
-                        "uniqueItems": True,
-                        "type": t,
-                        "description": d,
-                        "name": n,
-                        "in": "path",
-                        "required": True,
-                    }
-                    for n, t, d in path_params
-                ]
-            paths[path] = item
     return {
         "swagger": "2.0",
         "info": {"title": title, "version": version},
-        "paths": paths,
-        "definitions": definitions,
+        "paths": _path_items(selected, v2=True),
+        "definitions": {name: to_v2_schema(schema) for name, schema in _schemas(selected).items()},
     }

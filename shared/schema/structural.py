@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from shared.bodies import JSON
-from shared.schema.validation import is_int_or_string_any_of, resolve_pointer
+from shared.schema.dialect import is_int_or_string_any_of, resolve_pointer
 
 __all__ = ["structural"]
 

@@ -75,21 +75,29 @@ def _key_usage(*, ca: bool) -> x509.KeyUsage:
     )
 
 
-def new_ca(common_name: str = "agl-ca", days: int = 365) -> CertKey:
-    """Create a self-signed CA able to sign serving and client certificates."""
-    key = _new_key()
+def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, days: int, *,
+             ca: bool) -> x509.CertificateBuilder:
+    """What every certificate here carries: a validity backdated for clock skew, constraints and key usage."""
     now = datetime.datetime.now(datetime.UTC)
-    name = _name(common_name)
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(_key_usage(ca=ca), critical=True)
+    )
+
+
+def new_ca(common_name: str = "agl-ca", days: int = 365) -> CertKey:
+    """Create a self-signed CA able to sign serving and client certificates."""
+    key = _new_key()
+    name = _name(common_name)
+    cert = (
+        _builder(name, name, key, days, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -117,24 +125,13 @@ def new_cert(
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC key created by new_ca()")
     key = _new_key()
-    now = datetime.datetime.now(datetime.UTC)
     usages = []
     if server:
         usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
     if client:
         usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(_name(common_name, organizations))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-    )
+    builder = _builder(_name(common_name, organizations), ca_cert.subject, key, days, ca=False).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     if usages:
         builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
     sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
@@ -13,13 +14,18 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from kubernetes_asyncio import client as kclient
 from localcluster import aggregation, services
 from localcluster.cluster import Cluster, free_port
 
+from shared.client.kube import api_client
+from shared.client.leader import LeaderElector
 from tests.kube import get_json, kubectl, load_fixture, wait_for
 
 NS = "tenant-leader"
@@ -27,8 +33,8 @@ LEASE_NS = services.NAMESPACE
 LEASE = "helm-agl-reconciler"
 HR = "helmreleases.helm.toolkit.fluxcd.io"
 ELECTION = ("--leader-elect", "--leader-elect-namespace", LEASE_NS)
-
-
+#: Short but valid timings for the in-process electors: a take-over needs about five seconds.
+FAST = {"lease_duration": 5, "renew_deadline": 2.5, "retry_period": 1}
 
 
 def ready(port: int) -> bool:
@@ -56,11 +62,15 @@ def rolled_out_events(cluster: Cluster, definition: str) -> list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
-def replicas(control_plane: Cluster) -> Iterator[dict[str, int]]:
-    """Two helm_agl processes electing a leader; identity (hostname_pid) -> pid."""
+def replicas(control_plane: Cluster, helm_service: services.Running) -> Iterator[dict[str, int]]:
+    """Two helm_agl processes electing a leader; identity (hostname_pid) -> pid.
+
+    Asks for the session's ``helm_service`` so that the one given back at the end is stopped with
+    the session, even when no other module needed it.
+    """
     for ns in (NS, LEASE_NS):
         kubectl(control_plane, "create", "namespace", ns, check=False)
-    # The session's helm_agl (if other modules started one) runs without election: replace it.
+    # The session's helm_agl runs without election: replace it.
     services.stop(control_plane, services.HELM_AGL)
     first = services.start(control_plane, services.HELM_AGL, extra_args=ELECTION)
     _ca, cert = aggregation.serving_cert(control_plane, services.HELM_AGL.name, services.NAMESPACE)
@@ -144,3 +154,164 @@ def test_one_leader_writes_and_the_other_takes_over(control_plane: Cluster, repl
              "rollout of redis-v3 by the new leader", timeout=max(1.0, 35 - (time.monotonic() - killed_at)))
     lease = get_json(cluster, "lease", LEASE, "-n", LEASE_NS)["spec"]
     assert lease["leaseTransitions"] >= 1
+
+
+# In-process electors against the real kube-apiserver, with short timings.
+
+class FreezableProxy:
+    """A TCP relay to kube-apiserver that can stop relaying: a network path that hangs, not one that fails."""
+
+    def __init__(self, target: str) -> None:
+        address = urlsplit(target)
+        self._target = (address.hostname or "127.0.0.1", address.port or 443)
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return f"https://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    def freeze(self) -> None:
+        self._flowing.clear()
+
+    async def close(self) -> None:
+        self._flowing.set()  # let the relays see their clients' end and finish
+        if self._server is not None:
+            self._server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await source.read(65536):
+                    await self._flowing.wait()
+                    sink.write(data)
+                    await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+
+@contextlib.asynccontextmanager
+async def connected(cluster: Cluster, host: str | None = None) -> AsyncIterator[kclient.ApiClient]:
+    """A client with the cluster's admin credentials, talking to ``host`` (a relay) if given."""
+    client = await api_client(str(cluster.kubeconfig))
+    if host is not None:
+        client.configuration.host = host
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def lease_api(control_plane: Cluster) -> AsyncIterator[kclient.ApiClient]:
+    kubectl(control_plane, "create", "namespace", LEASE_NS, check=False)
+    async with connected(control_plane) as client:
+        yield client
+
+
+@pytest.fixture
+def lease_name() -> str:
+    return f"fast-{uuid.uuid4().hex[:8]}"
+
+
+async def until(check: Callable[[], bool], what: str, within: float,
+                invariant: Callable[[], bool] = lambda: True) -> float:
+    """Seconds until ``check`` holds, asserting ``invariant`` every 50 ms on the way."""
+    start = asyncio.get_running_loop().time()
+    while not check():
+        assert invariant(), f"invariant broken while waiting for {what}"
+        elapsed = asyncio.get_running_loop().time() - start
+        assert elapsed < within, f"timed out after {within}s waiting for {what}"
+        await asyncio.sleep(0.05)
+    return asyncio.get_running_loop().time() - start
+
+
+async def throughout(seconds: float, invariant: Callable[[], bool], what: str) -> None:
+    """Assert ``invariant`` every 50 ms for ``seconds``."""
+    end = asyncio.get_running_loop().time() + seconds
+    while asyncio.get_running_loop().time() < end:
+        assert invariant(), what
+        await asyncio.sleep(0.05)
+
+
+async def lease_spec(api: kclient.ApiClient, name: str) -> Any:
+    return (await kclient.CoordinationV1Api(api).read_namespaced_lease(name, LEASE_NS)).spec
+
+
+@contextlib.asynccontextmanager
+async def running(*electors: LeaderElector) -> AsyncIterator[dict[str, asyncio.Task[None]]]:
+    tasks = {e.identity: asyncio.create_task(e.run()) for e in electors}
+    try:
+        yield tasks
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+def one_leader(*electors: LeaderElector) -> bool:
+    return sum(e.is_leader for e in electors) <= 1
+
+
+async def test_one_candidate_leads_and_keeps_the_lease(lease_api: kclient.ApiClient, lease_name: str) -> None:
+    a, b = (LeaderElector(lease_api, LEASE_NS, lease_name, who, **FAST) for who in ("a", "b"))
+    async with running(a, b):
+        await until(lambda: a.is_leader or b.is_leader, "a leader", 10, lambda: one_leader(a, b))
+        first = a if a.is_leader else b
+        await throughout(3 * FAST["lease_duration"], lambda: first.is_leader and one_leader(a, b),
+                         "the leader kept the Lease and was the only one")
+        spec = await lease_spec(lease_api, lease_name)
+        assert spec.holder_identity == first.identity
+        assert spec.lease_transitions == 0
+
+
+async def test_release_hands_the_lease_over_at_once(lease_api: kclient.ApiClient, lease_name: str) -> None:
+    a, b = (LeaderElector(lease_api, LEASE_NS, lease_name, who, **FAST) for who in ("a", "b"))
+    async with running(a) as tasks:
+        await until(lambda: a.is_leader, "a leads", 10)
+        async with running(b):
+            await asyncio.sleep(1.5)  # b has read the Lease held by a
+            tasks["a"].cancel()
+            await a.release()
+            assert not a.is_leader
+            took = await until(lambda: b.is_leader, "b leads", 10)
+            assert took < FAST["lease_duration"] - 1, took  # not waiting for the Lease to expire
+            spec = await lease_spec(lease_api, lease_name)
+            assert (spec.holder_identity, spec.lease_transitions) == ("b", 1)
+
+
+async def test_a_dead_leader_is_replaced_once_the_lease_expires(lease_api: kclient.ApiClient,
+                                                                lease_name: str) -> None:
+    a, b = (LeaderElector(lease_api, LEASE_NS, lease_name, who, **FAST) for who in ("a", "b"))
+    async with running(a) as tasks:
+        await until(lambda: a.is_leader, "a leads", 10)
+        async with running(b):
+            await asyncio.sleep(1.5)
+            tasks["a"].cancel()  # dies without releasing
+            took = await until(lambda: b.is_leader, "b leads", 15)
+            assert FAST["lease_duration"] - FAST["retry_period"] <= took, took
+            spec = await lease_spec(lease_api, lease_name)
+            assert (spec.holder_identity, spec.lease_transitions) == ("b", 1)
+
+
+async def test_hung_renewal_steps_down_before_the_lease_expires(control_plane: Cluster,
+                                                                lease_api: kclient.ApiClient,
+                                                                lease_name: str) -> None:
+    proxy = FreezableProxy(control_plane.server)
+    try:
+        async with connected(control_plane, await proxy.start()) as proxied:
+            a = LeaderElector(proxied, LEASE_NS, lease_name, "a", **FAST)
+            b = LeaderElector(lease_api, LEASE_NS, lease_name, "b", **FAST)
+            async with running(a):
+                await until(lambda: a.is_leader, "a leads", 10)
+                async with running(b):
+                    await asyncio.sleep(1.5)
+                    proxy.freeze()  # a's next renewal never gets an answer
+                    await until(lambda: b.is_leader, "b takes over", 15, lambda: one_leader(a, b))
+                    assert not a.is_leader
+    finally:
+        await proxy.close()

@@ -611,7 +611,7 @@ def test_broken_definitions_are_rejected_and_isolated(tofu: Cluster, api: Api) -
     obj = {"type": "object"}
     cases = {
         "bad-var-name": (_variant("bad-var-name", "BadVar", "badvars", "badvar",
-                                  {**obj, "properties": {"cidrBlock": {"type": "string"}}}, variableNaming="verbatim"),
+                                  {**obj, "properties": {"9lives": {"type": "string"}}}, variableNaming="verbatim"),
                          "InvalidVariableName"),
         "reserved-var": (_variant("reserved-var", "Counted", "counteds", "counted",
                                   {**obj, "properties": {"count": {"type": "integer"}}}), "InvalidVariableName"),

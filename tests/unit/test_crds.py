@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 
 from helm_agl.definition import ApplicationDefinition
 from helm_agl.definition import acceptance as helm_acceptance
-from shared.schema.validation import apply_defaults
+from shared.schema.defaults import apply_defaults
 from shared.service.acceptance import Verdict, condition
 from tofu_agl.definition import TofuApplicationDefinition
 from tofu_agl.definition import acceptance as tofu_acceptance

@@ -137,6 +137,25 @@ async def _nothing_more(sub: Subscription) -> None:
             await anext(sub)
 
 
+async def _cached(inf: Informer) -> list[JSON]:
+    """The cache as a client sees it: a watch from no resourceVersion replays it as ADDED events."""
+    async with inf.subscribe() as sub:
+        events = []
+        while True:
+            try:
+                async with asyncio.timeout(0.05):
+                    events.append(await anext(sub))
+            except TimeoutError:
+                break
+    assert {e["type"] for e in events} <= {"ADDED"}, events
+    return sorted((e["object"] for e in events), key=lambda o: (o["metadata"].get("namespace", ""),
+                                                                o["metadata"]["name"]))
+
+
+async def _cached_names(inf: Informer) -> list[str]:
+    return [o["metadata"]["name"] for o in await _cached(inf)]
+
+
 def _summary(events: list[JSON]) -> list[tuple[str, str]]:
     return [(e["type"], e["object"]["metadata"]["name"]) for e in events]
 
@@ -145,23 +164,20 @@ def _rvs(events: list[JSON]) -> list[int]:
     return [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
 
 
-async def test_initial_sync_get_and_list() -> None:
+async def test_initial_sync_caches_the_listed_objects() -> None:
     kube = FakeKube()
     kube.put("b", "1", ns="n2")
     kube.put("a", "1", ns="n1")
     inf = await _informer(kube)
     try:
         assert inf.resource_version == str(kube.rv)
-        assert [o["metadata"]["name"] for o in inf.list()] == ["a", "b"]
-        assert [o["metadata"]["name"] for o in inf.list("n2")] == ["b"]
-        got = inf.get("n1", "a")
-        assert got is not None and got["spec"]["value"] == "1"
-        got["spec"]["value"] = "mutated"  # copies: the cache is not affected
-        assert inf.get("n1", "a", copy=False)["spec"]["value"] == "1"  # type: ignore[index]
-        assert inf.get("n1", "missing") is None
+        first, _ = await _cached(inf)
+        assert first["metadata"]["name"] == "a" and first["spec"]["value"] == "1"
+        first["spec"]["value"] = "mutated"  # copies: the cache is not affected
+        assert (await _cached(inf))[0]["spec"]["value"] == "1"
         kube.put("a", "2", ns="n1")
         await _settle(inf, kube)
-        assert inf.get("n1", "a")["spec"]["value"] == "2"  # type: ignore[index]
+        assert [o["spec"]["value"] for o in await _cached(inf)] == ["2", "1"]
     finally:
         await inf.stop()
 
@@ -283,7 +299,7 @@ async def test_relist_after_upstream_break_emits_exact_diff() -> None:
         assert all(int(mark) < rv <= kube.rv for rv in rvs)
         changed = next(e for e in events if e["object"]["metadata"]["name"] == "change")
         assert changed["object"]["spec"]["value"] == "3"
-        assert [o["metadata"]["name"] for o in inf.list()] == ["change", "drop", "keep", "new"]
+        assert await _cached_names(inf) == ["change", "drop", "keep", "new"]
 
         # a client that saw only the first synthetic event resumes with exactly the rest
         async with inf.subscribe(str(rvs[0])) as resumed:
@@ -397,7 +413,7 @@ async def test_rv_going_backwards_resets_subscribers() -> None:
         with pytest.raises(ApiError) as info:
             await anext(sub)
         assert info.value.code == 410
-        assert [o["metadata"]["name"] for o in inf.list()] == ["z"]
+        assert await _cached_names(inf) == ["z"]
     finally:
         await inf.stop()
 

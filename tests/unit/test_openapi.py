@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 from shared.api.rest import ResourceInfo
 from shared.schema import openapi
+from shared.schema.dialect import refs
 
 SCHEMA = {
     "type": "object",
@@ -30,18 +28,6 @@ SCHEMA = {
 INFO = ResourceInfo("apps.example.io", "v1alpha1", "Postgres", "postgreses", "postgres", SCHEMA)
 OTHER = ResourceInfo("tofu.example.io", "v1alpha1", "VPC", "vpcs", "vpc", {"type": "object"})
 GVK = {"group": "apps.example.io", "version": "v1alpha1", "kind": "Postgres"}
-
-
-def refs(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "$ref" and isinstance(value, str):
-                yield value
-            else:
-                yield from refs(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from refs(item)
 
 
 def test_definition_name() -> None:

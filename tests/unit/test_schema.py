@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from shared.schema.defaults import apply_defaults
 from shared.schema.structural import structural
-from shared.schema.validation import apply_defaults, parse_schema, schema_error, validate
+from shared.schema.validation import parse_schema, schema_error, validate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.unit.tofu_samples import Defn
 from tofu_agl.variables import (
@@ -17,6 +19,11 @@ from tofu_agl.variables import (
     unmarshal_vars,
     variable_name,
     variable_name_error,
+)
+
+#: The name rule's boundaries, shared with the check against real OpenTofu.
+NAMES: dict[str, list[str]] = yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "modules" / "variable-names.yaml").read_text()
 )
 
 SCHEMA: dict[str, Any] = {
@@ -81,28 +88,31 @@ def test_variable_name_modes() -> None:
 
 
 def test_reserved_names() -> None:
+    """OpenTofu v1.10's moduleBlockSchema: the module block's attributes and block types."""
     assert {
         "source",
         "version",
-        "providers",
         "count",
         "for_each",
-        "lifecycle",
         "depends_on",
+        "providers",
+        "_",
+        "lifecycle",
         "locals",
+        "provider",
     } == RESERVED
     for name in RESERVED:
         error = variable_name_error(name)
         assert error is not None and "reserved" in error
 
 
-@pytest.mark.parametrize("name", ["cidr_block", "_x", "a1", "region"])
+@pytest.mark.parametrize("name", NAMES["valid"])
 def test_variable_name_valid(name: str) -> None:
     assert variable_name_error(name) is None
-    assert VARIABLE_NAME.match(name)
+    assert VARIABLE_NAME.fullmatch(name)
 
 
-@pytest.mark.parametrize("name", ["cidrBlock", "1abc", "a-b", "", "a.b", "Ä"])
+@pytest.mark.parametrize("name", NAMES["invalid"] + NAMES["non_ascii"])
 def test_variable_name_invalid(name: str) -> None:
     error = variable_name_error(name)
     assert error is not None and "must match" in error
@@ -137,11 +147,14 @@ def test_naming_problems_clean_schema() -> None:
     assert naming_problems(SCHEMA, "snake_case") == []
 
 
-def test_naming_problems_verbatim_top_level_must_be_snake() -> None:
-    problems = naming_problems(SCHEMA, "verbatim")
-    assert any("'cidrBlock'" in p and "must match" in p for p in problems)
-    # nested camelCase attributes are fine in verbatim mode
-    assert not any("singleNatGateway" in p for p in problems)
+def test_naming_problems_verbatim_keeps_camel_case() -> None:
+    """OpenTofu identifiers may be camelCase, so verbatim serves a schema of camelCase properties."""
+    assert naming_problems(SCHEMA, "verbatim") == []
+    bad = {"type": "object", "properties": {"recordSet": {}, "2fa": {}, "-x": {}}}
+    problems = naming_problems(bad, "verbatim")
+    assert len(problems) == 2
+    assert any("'2fa'" in p and "must match" in p for p in problems)
+    assert any("'-x'" in p and "must match" in p for p in problems)
 
 
 def test_naming_problems_reserved_and_collisions() -> None:

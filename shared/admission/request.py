@@ -1,0 +1,91 @@
+"""The attributes of one admission request, as policies and webhooks see them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.api.rest import RequestContext, ResourceInfo, User, WriteOptions
+from shared.security.authz import ResourceAttributes
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    """What kube-apiserver knows about a write when it runs admission.
+
+    ``target`` is the resource the request addresses, as the server already describes it for its
+    SubjectAccessReview (its ``verb`` is not used: ``operation`` is the admission operation,
+    ``CREATE``, ``UPDATE`` or ``DELETE``). ``object`` is the user kind as the client sent it
+    (after defaulting), ``old_object`` the stored one (update and delete).
+    """
+
+    operation: str
+    target: ResourceAttributes
+    kind: str
+    user: User
+    object: JSON | None = None
+    old_object: JSON | None = None
+    dry_run: bool = False
+    options: JSON | None = None
+
+    @property
+    def group(self) -> str:
+        return self.target.group
+
+    @property
+    def version(self) -> str:
+        return self.target.version
+
+    @property
+    def resource(self) -> str:
+        return self.target.resource
+
+    @property
+    def subresource(self) -> str:
+        return self.target.subresource
+
+    @property
+    def namespace(self) -> str:
+        return self.target.namespace or ""
+
+    @property
+    def name(self) -> str:
+        return self.target.name or ""
+
+    @classmethod
+    def for_write(cls, operation: str, info: ResourceInfo, ctx: RequestContext, namespace: str, name: str,
+                  options: WriteOptions, obj: JSON | None = None, old: JSON | None = None) -> AdmissionRequest:
+        """A write to one object of a served kind, as a storage sees it."""
+        target = ResourceAttributes(operation.lower(), info.group, info.version, info.plural, namespace, name)
+        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
+        write_options: JSON = {"apiVersion": "meta.k8s.io/v1", "kind": kind}
+        if options.dry_run:
+            write_options["dryRun"] = ["All"]
+        if options.field_manager and operation != "DELETE":
+            write_options["fieldManager"] = options.field_manager
+        return cls(operation, target, info.kind, ctx.user, obj, old, options.dry_run, write_options)
+
+    def as_cel(self) -> JSON:
+        """The ``request`` variable: an ``admission.k8s.io/v1`` AdmissionRequest without the objects."""
+        kind = {"group": self.group, "version": self.version, "kind": self.kind}
+        resource = {"group": self.group, "version": self.version, "resource": self.resource}
+        user: JSON = {"username": self.user.name, "uid": "", "groups": list(self.user.groups),
+                      "extra": {key: list(values) for key, values in self.user.extra.items()}}
+        return {
+            "kind": kind, "resource": resource, "subResource": self.subresource,
+            "requestKind": kind, "requestResource": resource, "requestSubResource": self.subresource,
+            "name": self.name, "namespace": self.namespace, "operation": self.operation,
+            "userInfo": user, "dryRun": self.dry_run, "options": self.options,
+        }
+
+
+#: Admits one request or raises the denial (an ``ApiError``): what a storage calls after its own
+#: validation and before it writes anything.
+Admit = Callable[[AdmissionRequest], Awaitable[None]]
+
+
+async def admit_all(request: AdmissionRequest) -> None:
+    """The :data:`Admit` of a server without policies (unit tests, tools)."""

@@ -1,0 +1,105 @@
+"""Schema violations as ``Status`` causes, worded and typed as kube-apiserver words them for CRDs.
+
+One cause per problem, with a Kubernetes-style field path (``spec.items[0].name``) and the
+``FieldValue*`` reason a client expects: a missing required property is ``FieldValueRequired`` on
+the property itself, an unknown property ``FieldValueNotSupported`` naming it, and so on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jsonschema.exceptions import ValidationError
+
+from shared.api.errors import Cause, field_cause
+
+
+def from_error(error: ValidationError, path: str) -> list[Cause]:
+    """The causes of one jsonschema error, ``path`` being the field path of the validated value."""
+    field = _field(path, error.absolute_path)
+    keyword = error.validator
+    expected = error.validator_value
+    instance = error.instance
+    if keyword == "required":
+        if not isinstance(instance, dict) or not isinstance(expected, list):
+            return [field_cause(field, error.message)]
+        return [
+            field_cause(_field(field, [name]), "Required value", "FieldValueRequired")
+            for name in expected
+            if isinstance(name, str) and name not in instance
+        ]
+    if keyword == "additionalProperties" and expected is False and isinstance(instance, dict):
+        parent = error.schema if isinstance(error.schema, Mapping) else {}
+        declared = parent.get("properties") or {}
+        patterns = [re.compile(p) for p in (parent.get("patternProperties") or {})]
+        return [
+            field_cause(_field(field, [key]), f'unknown field "{key}"', "FieldValueNotSupported")
+            for key in instance
+            if key not in declared and not any(p.search(key) for p in patterns)
+        ]
+    if keyword == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return [
+            field_cause(
+                field, f"Invalid value: {_show(instance)}: must be of type {wanted}", "FieldValueTypeInvalid"
+            )
+        ]
+    if keyword in ("enum", "const"):
+        allowed = expected if keyword == "enum" and isinstance(expected, list) else [expected]
+        supported = ", ".join(_show(v) for v in allowed)
+        return [
+            field_cause(
+                field,
+                f"Unsupported value: {_show(instance)}: supported values: {supported}",
+                "FieldValueNotSupported",
+            )
+        ]
+    reason = {"maxLength": "FieldValueTooLong", "maxItems": "FieldValueTooMany"}.get(
+        str(keyword), "FieldValueInvalid"
+    )
+    return [
+        field_cause(
+            field, f"Invalid value: {_show(instance)}: {_describe(str(keyword), expected, error)}", reason
+        )
+    ]
+
+
+def _describe(keyword: str, expected: Any, error: ValidationError) -> str:
+    phrases = {
+        "minimum": f"should be greater than or equal to {expected}",
+        "exclusiveMinimum": f"should be greater than {expected}",
+        "maximum": f"should be less than or equal to {expected}",
+        "exclusiveMaximum": f"should be less than {expected}",
+        "multipleOf": f"should be a multiple of {expected}",
+        "minLength": f"should be at least {expected} chars long",
+        "maxLength": f"may not be more than {expected} chars long",
+        "pattern": f"should match '{expected}'",
+        "minItems": f"should have at least {expected} items",
+        "maxItems": f"must have at most {expected} items",
+        "uniqueItems": "shouldn't contain duplicates",
+        "minProperties": f"should have at least {expected} properties",
+        "maxProperties": f"should have at most {expected} properties",
+        "anyOf": "must match at least one schema (anyOf)",
+        "oneOf": "must match exactly one schema (oneOf)",
+        "not": "must not match the schema (not)",
+        "x-kubernetes-int-or-string": "must be an integer or a string",
+    }
+    return phrases.get(keyword, error.message)
+
+
+def _field(base: str, parts: Iterable[Any]) -> str:
+    out = base
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."

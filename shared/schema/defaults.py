@@ -1,0 +1,50 @@
+"""Schema defaults filled in the way kube-apiserver defaults a CRD-backed object.
+
+What a client reads back then matches what a CRD-backed kind would return: a missing property (or
+a null one without ``nullable``) gets its default, and a defaulted value is defaulted in turn.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from shared.bodies import JSON
+
+
+def apply_defaults(schema: JSON, value: Any) -> Any:
+    """Return a copy of ``value`` with schema defaults filled in; ``value`` is not modified.
+
+    A property that is missing, or null without ``nullable``, gets a deep copy of its default.
+    Defaulted values are then defaulted themselves, so ``default: {}`` on an object whose
+    properties have defaults yields the fully populated object, as kube-apiserver does.
+    Recurses through ``properties``, ``additionalProperties`` and ``items``.
+    """
+    return _default(schema, copy.deepcopy(value))
+
+
+def _default(schema: Any, value: Any) -> Any:
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for key, sub in props.items():
+                if not isinstance(sub, dict) or "default" not in sub:
+                    continue
+                if key not in value or (value[key] is None and sub.get("nullable") is not True):
+                    value[key] = copy.deepcopy(sub["default"])
+            for key, sub in props.items():
+                if key in value:
+                    value[key] = _default(sub, value[key])
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            declared = props if isinstance(props, dict) else {}
+            for key in list(value):
+                if key not in declared:
+                    value[key] = _default(extra, value[key])
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            value = [_default(items, item) for item in value]
+    return value

@@ -1,0 +1,106 @@
+"""Events, deletion and the rollout of a definition change to existing instances."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from tests.contract.stack import KIND, PREFIX, Contract, Stack, served
+from tests.kube import wait_for
+
+# ------------------------------------------------------------------------- Events
+
+
+def test_create_and_update_events_show_in_describe(contract: Contract, stack: Stack) -> None:
+    contract.apply("described", {"size": 1})
+    contract.patch("described", {"spec": {"size": 2}})
+    backing = f"{stack.backing_kind} {stack.namespace}/{PREFIX}described"
+    out = wait_for(lambda: (o := contract.kubectl("describe", stack.resource, "described").stdout)
+                   and "Updated" in o and o, "describe to show the Created and Updated events")
+    assert f"{backing} created" in out and f"{backing} updated" in out, out
+    events = {e["reason"]: e for e in contract.events_of("described", stack.namespace)}
+    assert events["Created"]["involvedObject"]["kind"] == KIND
+    assert events["Created"]["involvedObject"]["apiVersion"] == stack.api_version
+    assert events["Created"]["type"] == "Normal"
+
+
+# ------------------------------------------------------------------------- deletion
+
+
+def test_delete_answers_200_and_removes_both(contract: Contract, stack: Stack) -> None:
+    contract.apply("gone", {"size": 1})
+    code, body = contract.api.request("DELETE", stack.path("gone"))
+    assert code == 200, body
+    assert contract.backing("gone") is None
+    code, body = contract.api.request("GET", stack.path("gone"))
+    assert code == 404 and body["reason"] == "NotFound", body
+    assert contract.kubectl("get", stack.resource, "gone", check=False).returncode != 0
+
+
+def test_delete_with_a_backend_finalizer_keeps_the_application_visible(contract: Contract, stack: Stack) -> None:
+    contract.apply("finalized", {"size": 1})
+    contract.api.request("PATCH", stack.backing_path("finalized"),
+                         {"metadata": {"finalizers": [stack.backing_finalizer]}},
+                         content_type="application/merge-patch+json")
+    code, body = contract.api.request("DELETE", stack.path("finalized"))
+    assert code == 200, body
+    app = contract.get("finalized")
+    assert app["metadata"].get("deletionTimestamp"), app
+    assert (contract.backing("finalized") or {})["metadata"].get("deletionTimestamp")
+    code, body = contract.api.request("PATCH", stack.backing_path("finalized"), {"metadata": {"finalizers": None}},
+                                      content_type="application/merge-patch+json")
+    assert code == 200, body
+    wait_for(lambda: contract.backing("finalized") is None, "backing object gone")
+    code, body = contract.api.request("GET", stack.path("finalized"))
+    assert code == 404, body
+
+
+# ------------------------------------------------------------------------- rollout
+
+
+def _rollout_definition(stack: Stack) -> dict[str, Any]:
+    """A second contract definition, so that its rollout touches no other test's objects."""
+    defn = copy.deepcopy(stack.definition)
+    defn["metadata"]["name"] = "contractrollout"
+    defn["spec"]["application"].update(kind="ContractRollout", plural="contractrollouts", singular="contractrollout")
+    defn["spec"]["release"]["prefix"] = "rollout-"
+    return defn
+
+
+def test_definition_change_rolls_out_to_existing_instances(contract: Contract, stack: Stack) -> None:
+    defn = _rollout_definition(stack)
+    resource = f"contractrollouts.{stack.group}"
+    contract.kubectl_input("apply", "-f", "-", body=json.dumps(defn))
+    wait_for(lambda: resource in served(contract.cluster, stack.group), f"{resource} served", timeout=60)
+    names = ("one", "two")
+    for name in names:
+        manifest = stack.manifest(name, {"size": 1}, labels={"team": "a"}) | {"kind": "ContractRollout"}
+        assert contract.kubectl_input("apply", "-f", "-", body=json.dumps(manifest)).returncode == 0
+    backing_of = {n: f"rollout-{n}" for n in names}
+    before = {n: contract.backing_named(b) for n, b in backing_of.items()}
+
+    changed, carries_change = stack.rollout(defn)
+    changed["spec"]["release"]["labels"] = {"contract.example/origin": "definition-v2", "contract.example/new": "yes"}
+    contract.kubectl_input("apply", "-f", "-", body=json.dumps(changed))
+    for name, backing in backing_of.items():
+        wait_for(lambda b=backing: carries_change(contract.backing_named(b)), f"rollout to {backing}")
+        after = contract.backing_named(backing)
+        labels = after["metadata"]["labels"]
+        assert labels["contract.example/origin"] == "definition-v2" and labels["contract.example/new"] == "yes"
+        # The user's own labels and spec are not the definition's to change.
+        assert labels["apps.cozystack.io-team"] == "a"
+        assert stack.written_spec(after) == stack.written_spec(before[name])
+    event = wait_for(lambda: next((e for e in contract.events_of("contractrollout") if e["reason"] == "RolledOut"
+                                   and "2" in e["message"]), None), "RolledOut event on the definition")
+    assert event["type"] == "Normal" and event["involvedObject"]["name"] == "contractrollout", event
+
+    code, v3 = contract.api.request("GET", f"/openapi/v3/apis/{stack.group}/v1alpha1")
+    assert code == 200 and any(key.endswith(".ContractRollout") for key in v3["components"]["schemas"]), v3
+
+    # Deleting the definition stops serving the kind and never touches a backing object.
+    contract.kubectl("delete", stack.definition_resource, "contractrollout")
+    wait_for(lambda: resource not in served(contract.cluster, stack.group), f"{resource} no longer served")
+    for backing in backing_of.values():
+        assert contract.backing_named(backing)["metadata"].get("deletionTimestamp") is None
+    assert stack.resource in served(contract.cluster, stack.group)

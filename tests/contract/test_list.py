@@ -1,0 +1,134 @@
+"""List: label selectors on the user's keys, field selectors, pagination, and the Table kubectl prints."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.contract.stack import KIND, Contract, Stack, selector
+
+#: Applications of the list tests: name -> labels.
+LISTED = {"list-a": {"batch": "list", "team": "red"},
+          "list-b": {"batch": "list", "team": "blue"},
+          "list-c": {"batch": "list"}}
+
+
+@pytest.fixture
+def listed(contract: Contract) -> Contract:
+    for name, labels in LISTED.items():
+        contract.apply(name, {"size": 1}, labels=labels)
+    return contract
+
+
+def names(body: Any) -> set[str]:
+    return {i["metadata"]["name"] for i in body["items"]}
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("batch=list,team=red", {"list-a"}),
+    ("batch=list,team!=red", {"list-b", "list-c"}),
+    ("batch=list,team in (red,blue)", {"list-a", "list-b"}),
+    ("batch=list,team", {"list-a", "list-b"}),
+    ("batch=list,!team", {"list-c"}),
+])
+def test_label_selector_on_user_keys(listed: Contract, query: str, expected: set[str]) -> None:
+    code, body = listed.list_apps(f"labelSelector={selector(query)}")
+    assert code == 200, body
+    assert names(body) == expected
+    assert all(i["kind"] == KIND for i in body["items"])
+    out = listed.kubectl("get", listed.stack.resource, "-l", query, "-o", "name").stdout.split()
+    assert {line.rsplit("/", 1)[1] for line in out} == expected
+
+
+def test_label_selector_does_not_see_the_backing_keys(listed: Contract) -> None:
+    """Selecting on the definition's release labels or the prefixed key finds nothing: a user selects
+    on the labels they see."""
+    for query in ("contract.example/origin=definition", "apps.cozystack.io-team=red"):
+        code, body = listed.list_apps(f"labelSelector={selector(query)}")
+        assert code == 200 and body["items"] == [], (query, body)
+
+
+def test_field_selectors_on_name_and_namespace(listed: Contract, stack: Stack) -> None:
+    code, body = listed.list_apps(f"fieldSelector={selector('metadata.name=list-b')}", all_namespaces=True)
+    assert code == 200 and names(body) == {"list-b"}, body
+    code, body = listed.list_apps(f"fieldSelector={selector('metadata.name!=list-b')}&labelSelector=batch%3Dlist")
+    assert code == 200 and names(body) == {"list-a", "list-c"}, body
+    code, body = listed.list_apps(f"fieldSelector={selector('metadata.namespace=' + stack.namespace)}"
+                             "&labelSelector=batch%3Dlist", all_namespaces=True)
+    assert code == 200 and names(body) == set(LISTED), body
+    code, body = listed.list_apps(f"fieldSelector={selector('metadata.namespace=elsewhere')}", all_namespaces=True)
+    assert code == 200 and body["items"] == [], body
+
+
+@pytest.mark.parametrize("field", ["spec.size", "status.phase", "metadata.labels"])
+def test_other_field_selectors_are_400(listed: Contract, stack: Stack, field: str) -> None:
+    listed.refused("GET", f"{stack.collection}?fieldSelector={selector(field + '=1')}", None, 400, "BadRequest")
+
+
+def test_limit_and_continue(listed: Contract) -> None:
+    code, first = listed.list_apps("labelSelector=batch%3Dlist&limit=2")
+    assert code == 200 and len(first["items"]) == 2 and first["metadata"].get("continue"), first
+    token = selector(first["metadata"]["continue"])
+    code, rest = listed.list_apps(f"labelSelector=batch%3Dlist&limit=2&continue={token}")
+    assert code == 200 and len(rest["items"]) == 1 and not rest["metadata"].get("continue"), rest
+    assert names(first) | names(rest) == set(LISTED)
+
+
+def test_list_is_a_typed_list(listed: Contract, stack: Stack) -> None:
+    code, body = listed.list_apps("labelSelector=batch%3Dlist")
+    assert code == 200, body
+    assert body["kind"] == f"{KIND}List" and body["apiVersion"] == stack.api_version, body
+    assert body["metadata"].get("resourceVersion"), body
+
+
+# ------------------------------------------------------------------------- Table
+
+
+def test_kubectl_get_prints_the_stacks_columns(listed: Contract, stack: Stack) -> None:
+    lines = listed.kubectl("get", stack.resource, "-l", "batch=list").stdout.splitlines()
+    assert tuple(lines[0].split()) == stack.columns
+    assert sorted(line.split()[0] for line in lines[1:]) == sorted(LISTED)
+    ready = stack.columns.index("READY")
+    assert all(line.split()[ready] == "Unknown" for line in lines[1:]), lines
+    everywhere = listed.kubectl("get", stack.resource, "-A", "-l", "batch=list").stdout.splitlines()
+    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"]
+
+
+def test_table_response(listed: Contract, stack: Stack) -> None:
+    code, table = listed.api.request("GET", f"{stack.path('list-a')}",
+                                     accept="application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+    assert code == 200 and table["kind"] == "Table" and table["apiVersion"] == "meta.k8s.io/v1", table
+    assert tuple(c["name"] for c in table["columnDefinitions"]) == stack.columns
+    (row,) = table["rows"]
+    assert row["cells"][0] == "list-a" and len(row["cells"]) == len(stack.columns)
+    assert row["object"]["metadata"]["name"] == "list-a"
+    code, plain = listed.api.request("GET", stack.path("list-a"))
+    assert code == 200 and plain["kind"] == KIND, plain
+
+
+# ------------------------------------------------------------------------- watch
+
+
+def watch_events(contract: Contract, query: str) -> list[tuple[str, str]]:
+    """(type, name) of every event a watch with ``query`` streams until its timeoutSeconds ends it."""
+    request = urllib.request.Request(f"{contract.api.cluster.server}{contract.stack.collection}?watch=1&{query}",
+                                     headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=30, context=contract.api.ctx) as response:
+        lines = response.read().decode().splitlines()
+    events = [json.loads(line) for line in lines if line.strip()]
+    return [(e["type"], e["object"]["metadata"].get("name", "") or e["object"].get("message", "")) for e in events]
+
+
+def test_watch_from_a_resource_version_sees_each_change(contract: Contract, stack: Stack) -> None:
+    # The resourceVersion of the create itself: one the service's watch window surely holds (an older
+    # one may rightly get 410 Gone from a freshly started service).
+    created = contract.create("watched", {"size": 1}, labels={"batch": "watched"})
+    contract.patch("watched", {"spec": {"size": 2}})
+    contract.patch("watched", {"metadata": {"labels": {"batch": "unwatched"}}})
+    contract.kubectl("delete", stack.resource, "watched")
+    query = f"labelSelector=batch%3Dwatched&timeoutSeconds=2&resourceVersion={created['metadata']['resourceVersion']}"
+    # Leaving the selector is a DELETED to this watcher; the real delete after it is none of its business.
+    assert watch_events(contract, query) == [("MODIFIED", "watched"), ("DELETED", "watched")]

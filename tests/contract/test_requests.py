@@ -1,0 +1,115 @@
+"""Bad requests (SPEC §5): each gets its 4xx Status and changes nothing; the good edge of each rule is accepted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.contract.stack import Contract, Stack, cause_fields
+
+# ------------------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize("name", ["UpperCase", "1starts-with-digit", "has.dot", "ends-with-dash-", "under_score"])
+def test_name_that_is_not_a_dns1035_label_is_422(contract: Contract, stack: Stack, name: str) -> None:
+    status = contract.refused("POST", stack.collection, stack.manifest(name), 422, "Invalid")
+    assert cause_fields(status) == {"metadata.name"}, status
+
+
+def test_name_one_over_the_prefix_budget_is_422(contract: Contract, stack: Stack) -> None:
+    name = "n" * (stack.max_name + 1)
+    status = contract.refused("POST", stack.collection, stack.manifest(name), 422, "Invalid")
+    assert cause_fields(status) == {"metadata.name"}, status
+    assert str(stack.max_name) in status["message"], status
+
+
+def test_longest_name_is_accepted(contract: Contract, stack: Stack) -> None:
+    name = "n" * stack.max_name
+    contract.create(name)
+    backing = contract.backing(name)
+    assert backing is not None and len(backing["metadata"]["name"]) == 53
+
+
+# ------------------------------------------------------------------------- spec
+
+
+def test_underscore_keys_are_400(contract: Contract, stack: Stack) -> None:
+    status = contract.refused("POST", stack.collection, stack.manifest("underscore", {"_internal": 1}), 400,
+                              "BadRequest")
+    assert "_internal" in status["message"], status
+    contract.apply("underscored", {"size": 1})
+    contract.refused("PATCH", stack.path("underscored"), {"spec": {"_internal": 1}}, 400, "BadRequest",
+                     content_type="application/merge-patch+json")
+
+
+def test_spec_that_is_not_an_object_is_400(contract: Contract, stack: Stack) -> None:
+    contract.refused("POST", stack.collection, stack.manifest("notobject", "a string"), 400, "BadRequest")
+
+
+def test_schema_violations_are_422_with_one_cause_per_field(contract: Contract, stack: Stack) -> None:
+    status = contract.refused("POST", stack.collection,
+                              stack.manifest("violating", {"size": 0, "tier": "huge", "note": 5}), 422, "Invalid")
+    assert cause_fields(status) == {"spec.size", "spec.tier", "spec.note"}, status
+    assert status["details"]["kind"] == "ContractThing" and status["details"]["name"] == "violating", status
+    contract.apply("violated", {"size": 2})
+    status = contract.refused("PATCH", stack.path("violated"), {"spec": {"size": -1}}, 422, "Invalid",
+                              content_type="application/merge-patch+json")
+    assert cause_fields(status) == {"spec.size"}, status
+
+
+def test_unknown_top_level_spec_keys(contract: Contract, stack: Stack) -> None:
+    manifest = stack.manifest("unknownkey", {"size": 1, "extra": "x"})
+    if stack.rejects_unknown_spec_keys:
+        status = contract.refused("POST", stack.collection, manifest, 422, "Invalid")
+        assert cause_fields(status) == {"spec.extra"}, status
+    else:
+        contract.create("unknownkey", {"size": 1, "extra": "x"})
+        assert stack.written_spec(contract.backing("unknownkey") or {}) == {"size": 1, "extra": "x"}
+
+
+def test_dry_run_creates_and_changes_nothing(contract: Contract, stack: Stack) -> None:
+    with contract.nothing_changes():
+        code, body = contract.api.request("POST", f"{stack.collection}?dryRun=All", stack.manifest("dry", {"size": 3}))
+        assert code == 201 and body["metadata"]["name"] == "dry" and body["spec"]["size"] == 3, body
+    assert contract.backing("dry") is None
+    assert contract.kubectl("get", stack.resource, "dry", check=False).returncode != 0
+    contract.apply("dryexisting", {"size": 1})
+    with contract.nothing_changes():
+        contract.patch("dryexisting", {"spec": {"size": 9}}, "--dry-run=server")
+        contract.kubectl("label", stack.resource, "dryexisting", "team=x", "--dry-run=server")
+        contract.kubectl("delete", stack.resource, "dryexisting", "--dry-run=server")
+    assert contract.get("dryexisting")["spec"]["size"] == 1
+
+
+def test_dry_run_of_an_invalid_object_is_still_refused(contract: Contract, stack: Stack) -> None:
+    contract.refused("POST", f"{stack.collection}?dryRun=All", stack.manifest("drybad", {"size": 0}), 422, "Invalid")
+
+
+# ------------------------------------------------------------------------- missing objects
+
+
+def test_missing_application_is_404(contract: Contract, stack: Stack) -> None:
+    status = contract.refused("GET", stack.path("nosuch"), None, 404, "NotFound")
+    assert status["details"] == {"name": "nosuch", "group": stack.group, "kind": "contractthings"}, status
+    contract.refused("DELETE", stack.path("nosuch"), None, 404, "NotFound")
+    contract.refused("PATCH", stack.path("nosuch"), {"spec": {}}, 404, "NotFound",
+                     content_type="application/merge-patch+json")
+
+
+# ------------------------------------------------------------------------- bodies and content types
+
+
+def test_generic_bad_bodies(contract: Contract, stack: Stack) -> None:
+    post = stack.collection
+    contract.refused("POST", post, '{"apiVersion": "x", "kind": ', 400, "BadRequest")
+    contract.refused("POST", post, stack.manifest("wrongversion") | {"apiVersion": f"{stack.group}/v2"}, 400)
+    contract.refused("POST", post, stack.manifest("wrongkind") | {"kind": "Other"}, 400)
+    other = stack.manifest("otherns")
+    other["metadata"]["namespace"] = "elsewhere"
+    contract.refused("POST", post, other, 400, "BadRequest")
+    contract.refused("POST", post, json.dumps(stack.manifest("big", {"note": "x" * (3 * 1024 * 1024 + 10)})), 413)
+    contract.refused("POST", post, json.dumps(stack.manifest("plain")), 415, content_type="text/plain")
+    contract.apply("strategic", {"size": 1})
+    contract.refused("PATCH", stack.path("strategic"), {"spec": {"size": 2}}, 415,
+                     content_type="application/strategic-merge-patch+json")
