@@ -14,7 +14,7 @@ from shared.api.durations import go_duration
 from shared.bodies import JSON
 
 from .build import chart_ref, timeouts, values_from
-from .definition import HelmDefinitionView
+from .definition import ApplicationDefinition, HelmDefinitionView
 from .names import GROUP, is_application
 
 #: chartRef fields that name the chart; a differing ``apiVersion`` alone is not a new chart.
@@ -97,3 +97,13 @@ def _canonical(text: str) -> str:
         return go_duration(text)
     except ValueError:
         return text
+
+
+def rollout_key(defn: ApplicationDefinition) -> tuple[object, ...]:
+    """What a rollout of ``defn`` depends on: a rollout is done once per distinct key.
+
+    The generation alone is not enough: the timeout and disable-wait annotations are metadata, so
+    changing only them does not bump it, yet they are rolled out (found by the flux tier against the
+    real helm-controller).
+    """
+    return (defn.generation, *timeouts(defn), defn.disable_wait)

@@ -35,7 +35,7 @@ from shared.service.acceptance import Verdict, condition, set_condition
 from .definition import TofuApplicationDefinition
 from .names import backing_selector
 from .registry import KindRegistry
-from .rollout import not_rolled_out, rollout_patch
+from .rollout import not_rolled_out, rollout_key, rollout_patch
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +103,10 @@ class DefinitionReconciler:
         self._terraforms = terraforms
         self._events = events
         self._lock = asyncio.Lock()
-        #: Definition name -> the generation completely rolled out (so status writes do not re-trigger).
-        self._rolled_out: dict[str, int | None] = {}
-        #: Definition name -> (generation, task) of the rollout in progress.
-        self._rollouts: dict[str, tuple[int | None, asyncio.Task[None]]] = {}
+        #: Definition name -> the :func:`rollout_key` completely rolled out (status writes do not re-trigger).
+        self._rolled_out: dict[str, tuple[object, ...]] = {}
+        #: Definition name -> (rollout key, task) of the rollout in progress.
+        self._rollouts: dict[str, tuple[tuple[object, ...], asyncio.Task[None]]] = {}
 
     @property
     def group(self) -> str:
@@ -171,15 +171,16 @@ class DefinitionReconciler:
                 self._start_rollout(defn)
 
     def _start_rollout(self, defn: TofuApplicationDefinition) -> None:
-        """Start rolling ``defn`` out unless that generation is rolled out or on its way."""
-        if self._rolled_out.get(defn.name, -1) == defn.generation:
+        """Start rolling ``defn`` out unless its :func:`rollout_key` is rolled out or on its way."""
+        key = rollout_key(defn)
+        if self._rolled_out.get(defn.name) == key:
             return
         running = self._rollouts.get(defn.name)
-        if running is not None and running[0] == defn.generation:
+        if running is not None and running[0] == key:
             return
         self._cancel_rollout(defn.name)
         task = asyncio.create_task(self._roll_out_until_done(defn), name=f"rollout of {defn.name}")
-        self._rollouts[defn.name] = (defn.generation, task)
+        self._rollouts[defn.name] = (key, task)
 
     def _cancel_rollout(self, name: str) -> None:
         running = self._rollouts.pop(name, None)
@@ -212,7 +213,7 @@ class DefinitionReconciler:
         retrying = AsyncRetrying(wait=ROLLOUT_BACKOFF, before_sleep=before_sleep,
                                  retry=retry_if_result(lambda r: not r.complete) | retry_if_exception_type(Exception))
         await retrying(attempt)
-        self._rolled_out[defn.name] = defn.generation
+        self._rolled_out[defn.name] = rollout_key(defn)
         if self._rollouts.get(defn.name, (None, None))[1] is asyncio.current_task():
             del self._rollouts[defn.name]
 

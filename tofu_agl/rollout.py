@@ -18,7 +18,7 @@ from shared.bodies import JSON
 
 from . import approval
 from .build import STATE_LOCATION, definition_fields
-from .definition import TofuDefinitionView
+from .definition import TofuApplicationDefinition, TofuDefinitionView
 from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, application_name
 from .project import user_entries
 
@@ -114,3 +114,12 @@ def _application_name(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> s
 
 def _effective(field: str, value: Any) -> Any:
     return _UNSET_MEANS.get(field) if value is None else value
+
+
+def rollout_key(defn: TofuApplicationDefinition) -> tuple[object, ...]:
+    """What a rollout of ``defn`` depends on: a rollout is done once per distinct key.
+
+    Everything a Terraform takes from its definition is in the definition's spec, so the generation
+    is the whole key (helm_agl's also carries annotations).
+    """
+    return (defn.generation,)

@@ -229,10 +229,6 @@ def test_disable_wait_as_helm_controller_reads_it(helm: Cluster) -> None:
     kubectl(helm, "delete", "nowait", "ext", "-n", NS, "--wait=false")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "helm_agl's DefinitionReconciler rolls a definition out only when metadata.generation changes "
-    "(reconciler.py: _rolled_out[name] != defn.generation); the timeout/disable-wait annotations are metadata "
-    "and do not bump the generation, so changing them alone never reaches existing HelmReleases"))
 def test_a_changed_disable_wait_annotation_is_rolled_out(helm: Cluster) -> None:
     kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("latewait", "false")))
     wait_for(lambda: "latewaits" in served(helm), "the latewait kind", timeout=60)

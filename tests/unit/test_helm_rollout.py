@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import yaml
 
+from helm_agl.definition import ApplicationDefinition
 from helm_agl.names import SHARDING_LABEL
-from helm_agl.rollout import rollout_patch
+from helm_agl.rollout import rollout_key, rollout_patch
 from shared.api.patch import merge_patch
 from shared.bodies import JSON
+from tests.kube import FIXTURES
 from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, HEALTH_CHECKS, FakeDefinition, make_hr
 
 
@@ -147,3 +150,15 @@ def test_rollout_leaves_other_kinds_alone(labels: dict[str, str]) -> None:
     hr = make_hr(replace(DEFN, chart_ref={"kind": "OCIRepository", "name": "other", "namespace": "x"}))
     hr["metadata"]["labels"] = labels
     assert rollout_patch(DEFN, hr) == (None, [])
+
+
+def test_rollout_key_follows_the_rolled_out_annotations() -> None:
+    """Annotations do not bump a definition's generation, but the timeouts and disable-wait roll out."""
+    obj = yaml.safe_load((FIXTURES / "definitions" / "redis.yaml").read_text())
+    obj["metadata"]["generation"] = 3
+    before = rollout_key(ApplicationDefinition.from_object(obj))
+    obj["metadata"].setdefault("annotations", {})["release.cozystack.io/helm-install-disable-wait"] = "true"
+    after = rollout_key(ApplicationDefinition.from_object(obj))
+    assert before != after
+    obj["metadata"]["annotations"]["release.cozystack.io/helm-upgrade-timeout"] = "20m"
+    assert rollout_key(ApplicationDefinition.from_object(obj)) != after
