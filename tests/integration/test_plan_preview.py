@@ -294,6 +294,8 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
     rules: dict[str, list[dict[str, Any]]] = {
         "reader": [{"apiGroups": [GROUP], "resources": [plural], "verbs": ["get", "list"]}],
         "reviewer": [{"apiGroups": [GROUP], "resources": [plural, f"{plural}/plan"], "verbs": ["get", "list"]}],
+        # The chart's aggregated tenant roles: every resource of the group, subresources included.
+        "viewer": [{"apiGroups": [GROUP], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
     }
     documents: list[dict[str, Any]] = []
     for user, user_rules in rules.items():
@@ -312,8 +314,9 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
     assert kubectl(cluster, "get", plural, name, "-n", NS, kubeconfig=reader, check=False).returncode == 0
     denied = raw(cluster, plan_url(plural, name), kubeconfig=reader)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr and f"{plural}/plan" in denied.stderr, denied
-    allowed = raw(cluster, plan_url(plural, name), kubeconfig=reviewer)
-    assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
+    for allowed_user in (reviewer, cluster.user_kubeconfig(f"{plural}-viewer")):
+        allowed = raw(cluster, plan_url(plural, name), kubeconfig=allowed_user)
+        assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
 
 
 def test_helm_kinds_offer_no_subresource(control_plane: Cluster, helm_service: services.Running) -> None:
