@@ -32,6 +32,7 @@ from localcluster import services
 from localcluster.cluster import Cluster
 
 from tests.integration.test_generate import tofu, tofu_binary  # noqa: F401 (tofu_binary is a fixture)
+from tests.integration.test_helm_security import Direct, as_user
 from tests.kube import Api, get_json, kubectl, wait_for
 
 GROUP = "tofu.apps.cozystack.io"
@@ -223,7 +224,8 @@ def test_plan_is_a_get_only_subresource_in_discovery(cluster: Cluster) -> None:
         assert by_name[f"{plural}/plan"]["kind"] == kind
 
 
-def test_summary_in_status_and_describe(cluster: Cluster, pending: tuple[str, str, str]) -> None:
+def test_summary_in_status_and_describe(cluster: Cluster, pending: tuple[str, str, str],
+                                        tofu_service: services.Running) -> None:
     kind, name, shown = pending
     plural, _ = KINDS[kind]
     assert PASSWORD in shown  # OpenTofu itself leaks it here (terraform_data.output from state)
@@ -241,6 +243,7 @@ def test_summary_in_status_and_describe(cluster: Cluster, pending: tuple[str, st
     assert PASSWORD not in json.dumps(app["status"]) and PASSWORD not in described.split("\nStatus:", 1)[1]
     events = kubectl(cluster, "get", "events", "-n", NS, "-o", "json").stdout
     assert PASSWORD not in events
+    assert PASSWORD not in tofu_service.log.read_text(errors="replace")
 
 
 def test_readable_plan_subresource_redacts_sensitive_values(cluster: Cluster, pending: tuple[str, str, str]) -> None:
@@ -287,7 +290,8 @@ def test_approval_by_exact_id_still_works(cluster: Cluster, pending: tuple[str, 
     assert "summary" not in app["status"]["plan"]  # approved: nothing waits for a review any more
 
 
-def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple[str, str, str]) -> None:
+def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple[str, str, str],
+                                                tofu_service: services.Running) -> None:
     """A tenant with get on <plural> but not on <plural>/plan reads the Application, not the plan."""
     kind, name, _ = pending
     plural, _ = KINDS[kind]
@@ -317,6 +321,15 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
     for allowed_user in (reviewer, cluster.user_kubeconfig(f"{plural}-viewer")):
         allowed = raw(cluster, plan_url(plural, name), kubeconfig=allowed_user)
         assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
+
+    # Straight to the service as kube-apiserver's front proxy: its own SubjectAccessReview names the subresource.
+    direct = Direct(tofu_service.port)
+    front_proxy = (cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
+    code, body, _ = direct.request(plan_url(plural, name), cert=front_proxy, headers=as_user(f"{plural}-reader"))
+    assert code == 403 and body["reason"] == "Forbidden" and f'User "{plural}-reader"' in body["message"], body
+    code, body, _ = direct.request(plan_url(plural, name), cert=front_proxy,
+                                   headers=as_user(f"{plural}-reviewer"))
+    assert code == 200 and PASSWORD not in str(body), body
 
 
 def test_helm_kinds_offer_no_subresource(control_plane: Cluster, helm_service: services.Running) -> None:
