@@ -48,12 +48,13 @@ class PlanSummaries:
 
     A plan is identified by the Terraform, its pending id and ``lastPlanAt`` (a re-plan of the same
     revision keeps the id but not the time), so a watch or list does not re-read the plan objects for
-    every event; ``None`` (no readable plan kept) is remembered too.  Bounded, oldest dropped first.
+    every event.  Only summaries are kept: a plan not stored yet, or not readable now, is read again
+    next time.  Bounded, oldest dropped first.
     """
 
     def __init__(self, capacity: int = 512) -> None:
         self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, ...], JSON | None] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, ...], JSON] = OrderedDict()
 
     @staticmethod
     def key(tf: JSON) -> tuple[str, ...]:
@@ -62,14 +63,14 @@ class PlanSummaries:
         return (str(meta.get("uid") or ""), pending_plan(tf), str(status.get("lastPlanAt") or ""),
                 str((tf.get("spec") or {}).get("storeReadablePlan") or ""))
 
-    def get(self, key: tuple[str, ...]) -> tuple[bool, JSON | None]:
+    def get(self, key: tuple[str, ...]) -> JSON | None:
         if key in self._entries:
             self._entries.move_to_end(key)
-            return True, self._entries[key]
-        return False, None
+            return self._entries[key]
+        return None
 
-    def put(self, key: tuple[str, ...], value: JSON | None) -> None:
-        self._entries[key] = value
+    def put(self, key: tuple[str, ...], summary: JSON) -> None:
+        self._entries[key] = summary
         while len(self._entries) > self._capacity:
             self._entries.popitem(last=False)
 
@@ -120,10 +121,11 @@ class ApplicationStorage:
         if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
             return self._to_app(tf)
         key = PlanSummaries.key(tf)
-        known, summary = self._summaries.get(key)
-        if not known:
+        summary = self._summaries.get(key)
+        if summary is None and plan.plan_location(tf) is not None:
             summary = await self._plan_summary(tf)
-            self._summaries.put(key, summary)
+            if summary is not None:
+                self._summaries.put(key, summary)
         return self._to_app(tf, summary)
 
     async def _plan_summary(self, tf: JSON) -> JSON | None:

@@ -19,8 +19,12 @@ import base64
 import gzip
 import hashlib
 import json
+import os
 import shutil
+import ssl
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,11 +32,9 @@ from typing import Any
 import json_merge_patch
 import pytest
 import yaml
-from localcluster import services
+from localcluster import build, services
 from localcluster.cluster import Cluster
 
-from tests.integration.test_generate import tofu, tofu_binary  # noqa: F401 (tofu_binary is a fixture)
-from tests.integration.test_helm_security import Direct, as_user
 from tests.kube import Api, get_json, kubectl, wait_for
 
 GROUP = "tofu.apps.cozystack.io"
@@ -70,10 +72,36 @@ KINDS = {"WebSite": ("websites", "human"), "JsonSite": ("jsonsites", "json")}
 # ------------------------------------------------------------------------------------ helpers
 
 
+@pytest.fixture(scope="module")
+def tofu_binary() -> Path:
+    """OpenTofu from ``localcluster.build.ensure_tofu`` when the build has it, else ``$AGL_TOFU``."""
+    ensure = getattr(build, "ensure_tofu", None)
+    if ensure is not None:
+        return Path(ensure())
+    if os.environ.get("AGL_TOFU"):
+        return Path(os.environ["AGL_TOFU"])
+    pytest.skip("no OpenTofu: localcluster.build.ensure_tofu is missing and AGL_TOFU is unset")
+
+
 def run_tofu(binary: Path, workdir: Path, *args: str) -> str:
-    done = tofu(binary, workdir, *args)
+    env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": os.devnull}
+    done = subprocess.run([str(binary), f"-chdir={workdir}", *args], capture_output=True, text=True, env=env,
+                          check=False, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def as_front_proxy(cluster: Cluster, port: int, path: str, user: str) -> tuple[int, Any]:
+    """GET straight to the service with kube-apiserver's front-proxy certificate, asserting ``user``."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # who the client is is under test, not the server
+    ctx.load_cert_chain(cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
+    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers={"X-Remote-User": user})
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
 
 
 def definition(kind: str) -> dict[str, Any]:
@@ -246,6 +274,22 @@ def test_summary_in_status_and_describe(cluster: Cluster, pending: tuple[str, st
     assert PASSWORD not in tofu_service.log.read_text(errors="replace")
 
 
+def test_summary_appears_once_the_plan_is_stored(cluster: Cluster, api: Api, reference: Any,
+                                                pending: tuple[str, str, str]) -> None:
+    """Read before tofu-controller stored the plan, the status has no summary; it is not remembered as missing."""
+    kind, _, shown = pending
+    plural, fmt = KINDS[kind]
+    apply_app(cluster, kind, "late", {"db_password": PASSWORD})
+    tf_name = f"{kind.lower()}-late"
+    set_pending(api, tf_name, reference)
+    early = get_json(cluster, plural, "late", "-n", NS)
+    assert early["status"]["plan"] == {"pending": PENDING}
+    missing = raw(cluster, plan_url(plural, "late"))
+    assert missing.returncode != 0 and "is not stored yet" in missing.stderr, missing.stderr
+    store_plan_as_tofu_controller(api, terraform(cluster, tf_name), shown, fmt)
+    assert get_json(cluster, plural, "late", "-n", NS)["status"]["plan"]["summary"] == SECOND_PLAN
+
+
 def test_readable_plan_subresource_redacts_sensitive_values(cluster: Cluster, pending: tuple[str, str, str]) -> None:
     kind, name, _ = pending
     plural, fmt = KINDS[kind]
@@ -323,13 +367,10 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
         assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
 
     # Straight to the service as kube-apiserver's front proxy: its own SubjectAccessReview names the subresource.
-    direct = Direct(tofu_service.port)
-    front_proxy = (cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
-    code, body, _ = direct.request(plan_url(plural, name), cert=front_proxy, headers=as_user(f"{plural}-reader"))
+    code, body = as_front_proxy(cluster, tofu_service.port, plan_url(plural, name), f"{plural}-reader")
     assert code == 403 and body["reason"] == "Forbidden" and f'User "{plural}-reader"' in body["message"], body
-    code, body, _ = direct.request(plan_url(plural, name), cert=front_proxy,
-                                   headers=as_user(f"{plural}-reviewer"))
-    assert code == 200 and PASSWORD not in str(body), body
+    code, body = as_front_proxy(cluster, tofu_service.port, plan_url(plural, name), f"{plural}-reviewer")
+    assert code == 200 and "terraform_data.server" in body and PASSWORD not in body, body
 
 
 def test_helm_kinds_offer_no_subresource(control_plane: Cluster, helm_service: services.Running) -> None:

@@ -266,3 +266,19 @@ def test_without_a_readable_plan_the_condition_only_tells_how_to_approve() -> No
     assert app is not None
     awaiting = next(c for c in app["status"]["conditions"] if c["type"] == "AwaitingApproval")
     assert "get --raw" not in awaiting["message"] and "summary" not in app["status"]["plan"]
+
+
+def test_summaries_are_remembered_per_plan_and_bounded() -> None:
+    from tofu_agl.storage import PlanSummaries
+
+    cache = PlanSummaries(capacity=2)
+    tf = {"metadata": {"uid": "u1"}, "spec": {"storeReadablePlan": "human"},
+          "status": {"plan": {"pending": "plan-main-1"}, "lastPlanAt": "t1"}}
+    replanned = {**tf, "status": {"plan": {"pending": "plan-main-1"}, "lastPlanAt": "t2"}}
+    assert PlanSummaries.key(tf) != PlanSummaries.key(replanned)  # same id, new plan: read again
+    cache.put(PlanSummaries.key(tf), SUMMARY)
+    assert cache.get(PlanSummaries.key(tf)) == SUMMARY
+    cache.put(("b",), SUMMARY)
+    cache.get(PlanSummaries.key(tf))  # used last: ("b",) is now the oldest
+    cache.put(("c",), SUMMARY)
+    assert cache.get(("b",)) is None and cache.get(PlanSummaries.key(tf)) == SUMMARY
