@@ -1,6 +1,7 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver -> project.  Reads (get, list) go to kube-apiserver so they are as consistent as
 the backing object itself; watches are served from one :class:`shared.client.informer.Informer`
 per kind, so any number of ``kubectl get -w`` share one upstream watch and survive a
@@ -14,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -40,11 +42,13 @@ class ApplicationStorage:
         info: ResourceInfo,
         releases: ObjectClient,
         events: EventRecorder,
+        admit: Admit = admit_all,
     ) -> None:
         self.definition = definition
         self.info = info
         self._releases = releases
         self._events = events
+        self._admit = admit
         self._informer = Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}"
         )
@@ -166,6 +170,8 @@ class ApplicationStorage:
         name = obj["metadata"]["name"]
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
         hr = build(self.definition, app_in, group=self.info.group)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(hr)))
         try:
             created = await self._releases.create(namespace, hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -184,6 +190,8 @@ class ApplicationStorage:
         validate_application(self.definition, obj, group=self.info.group, live=existing)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
+        await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(hr), self._to_app(existing)))
         try:
             updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -197,6 +205,8 @@ class ApplicationStorage:
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
         existing = await self._live(namespace, name)
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
+                                                     old=self._to_app(existing)))
         try:
             result = await self._releases.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:

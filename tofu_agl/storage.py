@@ -1,6 +1,7 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
 stacks side by side so Draft 2 can extract the common interface from real code).  Reads (get,
 list) go to kube-apiserver so they are as consistent as the backing object itself; watches are
@@ -21,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -84,12 +86,14 @@ class ApplicationStorage:
         info: ResourceInfo,
         terraforms: ObjectClient,
         events: EventRecorder,
+        admit: Admit = admit_all,
     ) -> None:
         self.definition = definition
         self.info = info
         self.group = info.group
         self._terraforms = terraforms
         self._events = events
+        self._admit = admit
         # The readable plans tofu-controller keeps, read with the service's own identity as the Terraforms are.
         self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
@@ -274,6 +278,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf)))
         try:
             created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -294,6 +300,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group, live=existing)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)
+        await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf), self._to_app(existing)))
         try:
             updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -311,6 +319,8 @@ class ApplicationStorage:
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
         existing = await self._live(namespace, name)
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
+                                                     old=self._to_app(existing)))
         try:
             result = await self._terraforms.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:

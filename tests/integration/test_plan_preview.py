@@ -74,13 +74,8 @@ KINDS = {"WebSite": ("websites", "human"), "JsonSite": ("jsonsites", "json")}
 
 @pytest.fixture(scope="module")
 def tofu_binary() -> Path:
-    """OpenTofu from ``localcluster.build.ensure_tofu`` when the build has it, else ``$AGL_TOFU``."""
-    ensure = getattr(build, "ensure_tofu", None)
-    if ensure is not None:
-        return Path(ensure())
-    if os.environ.get("AGL_TOFU"):
-        return Path(os.environ["AGL_TOFU"])
-    pytest.skip("no OpenTofu: localcluster.build.ensure_tofu is missing and AGL_TOFU is unset")
+    """The pinned OpenTofu the local control plane builds."""
+    return build.ensure_tofu()
 
 
 def run_tofu(binary: Path, workdir: Path, *args: str) -> str:
