@@ -29,6 +29,7 @@ from .names import (
     application_name,
     is_application,
 )
+from .plan import HUMAN, JSON_PLAN
 from .variables import unmarshal_vars
 
 #: Application metadata copied from the Terraform as it is (the server-owned fields).
@@ -67,11 +68,14 @@ _CONDITION_MAP: tuple[tuple[str, str], ...] = (
 _CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime")
 
 
-def to_application(defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str) -> JSON | None:
+def to_application(
+    defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str, plan_summary: JSON | None = None
+) -> JSON | None:
     """The Application a Terraform represents, or None when it is not one of this kind.
 
     A Terraform without this definition's kind and group labels, or whose name lacks the prefix
-    (it could not be addressed by name), is not an Application.
+    (it could not be addressed by name), is not an Application.  ``plan_summary`` is the summary
+    of the pending plan (:func:`tofu_agl.plan.summary`) when the storage could read one.
     """
     if not is_application(backing, defn.kind, group):
         return None
@@ -97,7 +101,8 @@ def to_application(defn: TofuDefinitionView, backing: Mapping[str, Any], *, grou
         "kind": defn.kind,
         "metadata": app_meta,
         "spec": spec,
-        "status": project_status(backing, approve_command(defn, name, namespace)),
+        "status": project_status(backing, approve_command(defn, name, namespace), plan_summary=plan_summary,
+                                 review_hint=review_hint(defn, group, name, namespace)),
     }
 
 
@@ -116,6 +121,19 @@ def approve_command(defn: TofuDefinitionView, name: str, namespace: str) -> str:
     kubectl refuses to change it otherwise.
     """
     return f"kubectl annotate {defn.plural} {name} -n {namespace} --overwrite {APPROVE_ANNOTATION}="
+
+
+def plan_path(defn: TofuDefinitionView, group: str, name: str, namespace: str) -> str:
+    """The URL of an Application's readable plan (the read-only ``plan`` subresource)."""
+    return f"/apis/{group}/{VERSION}/namespaces/{namespace}/{defn.plural}/{name}/plan"
+
+
+def review_hint(defn: TofuDefinitionView, group: str, name: str, namespace: str) -> str:
+    """How to read a pending plan before approving it; empty when the definition keeps no readable plan."""
+    if defn.store_readable_plan not in (HUMAN, JSON_PLAN):
+        return ""
+    return (f"review its summary in status.plan.summary (kubectl describe {defn.plural} {name} -n {namespace}) "
+            f"and the whole plan with: kubectl get --raw {plan_path(defn, group, name, namespace)}; ")
 
 
 def _conditions(tf: Mapping[str, Any]) -> dict[str, JSON]:
@@ -188,14 +206,16 @@ def _stale(tf: Mapping[str, Any]) -> bool:
     return isinstance(generation, int) and isinstance(observed, int) and observed < generation
 
 
-def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, conds: dict[str, JSON]) -> JSON:
+def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, review_hint: str,
+                        conds: dict[str, JSON]) -> JSON:
     pending = pending_plan(tf)
     cond: JSON = {"type": "AwaitingApproval"}
     if awaiting_approval(tf):
         cond.update(
             status="True",
             reason="PlanPendingApproval",
-            message=f'Plan "{pending}" is waiting for approval; approve it with: {approve_command}{pending}',
+            message=f'Plan "{pending}" is waiting for approval; {review_hint}'
+            f"approve it with: {approve_command}{pending}",
         )
         when = conds.get("Plan", {}).get("lastTransitionTime") or (tf.get("status") or {}).get("lastPlanAt")
     else:
@@ -210,12 +230,15 @@ def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, conds: dict
     return cond
 
 
-def project_status(backing: Mapping[str, Any], approve_command: str) -> JSON:
+def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_summary: JSON | None = None,
+                   review_hint: str = "") -> JSON:
     """The Application ``status`` for the Terraform ``backing``.
 
     ``approve_command`` is the command that approves a plan *without* the id, ending in ``=``
     (e.g. ``kubectl annotate vpcs net -n team --overwrite tofu.apps.cozystack.io/approve-plan=``);
-    the pending id is appended, so the message can be copied and run as is.
+    the pending id is appended, so the message can be copied and run as is.  ``review_hint``
+    (:func:`review_hint`) tells where to read the plan first; ``plan_summary`` becomes
+    ``status.plan.summary`` while a plan is pending.
     """
     tf_status = backing.get("status") or {}
     conds = _conditions(backing)
@@ -225,13 +248,15 @@ def project_status(backing: Mapping[str, Any], approve_command: str) -> JSON:
             copied: JSON = {"type": target}
             copied.update({k: conds[source][k] for k in _CONDITION_FIELDS if k in conds[source]})
             conditions.append(copied)
-    conditions.append(_awaiting_condition(backing, approve_command, conds))
+    conditions.append(_awaiting_condition(backing, approve_command, review_hint, conds))
 
     out: JSON = {"phase": phase(backing), "conditions": conditions}
     if tf_status.get("lastAppliedRevision"):
         out["version"] = tf_status["lastAppliedRevision"]
     plan = tf_status.get("plan") or {}
     projected_plan = {k: plan[k] for k in ("pending", "lastApplied") if plan.get(k)}
+    if plan_summary is not None and projected_plan.get("pending"):
+        projected_plan["summary"] = plan_summary
     if projected_plan:
         out["plan"] = projected_plan
     secret = ((backing.get("spec") or {}).get("writeOutputsToSecret") or {}).get("name")

@@ -21,6 +21,7 @@ from shared.service.acceptance import Verdict
 
 from .definition import TofuApplicationDefinition, acceptance
 from .names import APPROVE_ANNOTATION, VERSION
+from .plan import SUBRESOURCE as PLAN_SUBRESOURCE
 from .project import COLUMNS
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,24 @@ _STATUS: JSON = {
                 "pending": {"type": "string", "description": "Id of the plan waiting to be applied; approve "
                             f"it with the {APPROVE_ANNOTATION} annotation."},
                 "lastApplied": {"type": "string", "description": "Id of the plan applied last."},
+                "summary": {
+                    "type": "object",
+                    "description": "What the pending plan changes, from the readable plan tofu-controller keeps "
+                    "(storeReadablePlan); the whole plan is the plan subresource.",
+                    "properties": {
+                        "add": {"type": "integer", "description": "Resources to add."},
+                        "change": {"type": "integer", "description": "Resources to change in place."},
+                        "destroy": {"type": "integer", "description": "Resources to destroy."},
+                        "resources": {
+                            "type": "array",
+                            "description": "Each resource the plan changes.",
+                            "items": {"type": "object", "properties": {
+                                "address": {"type": "string"},
+                                "action": {"type": "string", "description": "create, update, delete or replace."},
+                            }},
+                        },
+                    },
+                },
             },
         },
         "outputs": {
@@ -81,6 +100,7 @@ def resource_info(defn: TofuApplicationDefinition, group: str) -> ResourceInfo:
     return ResourceInfo(
         group=group, version=VERSION, kind=defn.kind, plural=defn.plural,
         singular=defn.singular, schema=schema, columns=COLUMNS, categories=("cozystack",),
+        read_only_subresources=(PLAN_SUBRESOURCE,),
     )
 
 

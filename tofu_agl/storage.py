@@ -9,33 +9,72 @@ served from one :class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
 the *live* Terraform on the update path (``kubectl annotate`` is a merge patch, i.e. an update),
-and an accepted approval is recorded as an Event naming the user who gave it.
+and an accepted approval is recorded as an Event naming the user who gave it.  And the plan
+preview: a pending plan's summary in the status and the readable plan as the read-only ``plan``
+subresource, both read from the objects tofu-controller keeps (:mod:`tofu_agl.plan`).
 """
 
 from __future__ import annotations
 
 import builtins
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
-from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer
-from shared.client.kube import ObjectClient
+from shared.client.kube import GVR, ObjectClient
 
+from . import plan
 from .approval import approved_plan
 from .build import build
 from .definition import TofuApplicationDefinition
 from .names import TF_KIND, backing_name, backing_selector, is_application, user_selector_key
-from .project import table_cells, to_application
+from .project import awaiting_approval, pending_plan, table_cells, to_application
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
+
+CONFIGMAPS = GVR("", "v1", "configmaps")
+SECRETS = GVR("", "v1", "secrets")
+
+
+class PlanSummaries:
+    """Summaries of pending plans, read once per plan.
+
+    A plan is identified by the Terraform, its pending id and ``lastPlanAt`` (a re-plan of the same
+    revision keeps the id but not the time), so a watch or list does not re-read the plan objects for
+    every event.  Only summaries are kept: a plan not stored yet, or not readable now, is read again
+    next time.  Bounded, oldest dropped first.
+    """
+
+    def __init__(self, capacity: int = 512) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, ...], JSON] = OrderedDict()
+
+    @staticmethod
+    def key(tf: JSON) -> tuple[str, ...]:
+        meta = tf.get("metadata") or {}
+        status = tf.get("status") or {}
+        return (str(meta.get("uid") or ""), pending_plan(tf), str(status.get("lastPlanAt") or ""),
+                str((tf.get("spec") or {}).get("storeReadablePlan") or ""))
+
+    def get(self, key: tuple[str, ...]) -> JSON | None:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        return None
+
+    def put(self, key: tuple[str, ...], summary: JSON) -> None:
+        self._entries[key] = summary
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
 
 
 class ApplicationStorage:
@@ -55,6 +94,10 @@ class ApplicationStorage:
         self._terraforms = terraforms
         self._events = events
         self._admit = admit
+        # The readable plans tofu-controller keeps, read with the service's own identity as the Terraforms are.
+        self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
+                              "secrets": ObjectClient(terraforms.api, SECRETS)}
+        self._summaries = PlanSummaries()
         self._informer = Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}"
         )
@@ -70,8 +113,54 @@ class ApplicationStorage:
     def _not_found(self, name: str) -> ApiError:
         return errors.not_found(self.info.group, self.info.plural, name)
 
-    def _to_app(self, tf: JSON) -> JSON | None:
-        return to_application(self.definition, tf, group=self.group)
+    def _no_plan(self, name: str, message: str) -> ApiError:
+        details = {"group": self.info.group, "kind": f"{self.info.plural}/{plan.SUBRESOURCE}", "name": name}
+        return ApiError(404, "NotFound", message, details=details)
+
+    def _to_app(self, tf: JSON, plan_summary: JSON | None = None) -> JSON | None:
+        return to_application(self.definition, tf, group=self.group, plan_summary=plan_summary)
+
+    async def _project(self, tf: JSON) -> JSON | None:
+        """The Application of ``tf``, with the summary of a plan awaiting approval when one is kept."""
+        if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
+            return self._to_app(tf)
+        key = PlanSummaries.key(tf)
+        summary = self._summaries.get(key)
+        if summary is None and plan.plan_location(tf) is not None:
+            summary = await self._plan_summary(tf)
+            if summary is not None:
+                self._summaries.put(key, summary)
+        return self._to_app(tf, summary)
+
+    async def _plan_summary(self, tf: JSON) -> JSON | None:
+        try:
+            found = await self._read_plan(tf)
+        except ApiError as exc:
+            # The Application is still served; the summary appears once the plan objects can be read.
+            log.warning("cannot read the pending plan", extra={"terraform": tf["metadata"].get("name"),
+                                                               "namespace": tf["metadata"].get("namespace"),
+                                                               "code": exc.code})
+            return None
+        except (ValueError, OSError) as exc:  # a malformed plan object: never fail the read of the Application
+            log.warning("cannot decode the pending plan", extra={"terraform": tf["metadata"].get("name"),
+                                                                 "error": type(exc).__name__})
+            return None
+        return plan.summary(*found, self._secrets(tf)) if found is not None else None
+
+    def _secrets(self, tf: JSON) -> builtins.list[str]:
+        app = self._to_app(tf) or {}
+        return plan.sensitive_values(self.definition.schema, app.get("spec") or {})
+
+    async def _read_plan(self, tf: JSON) -> tuple[str, str] | None:
+        """The pending plan's readable text and its format, as tofu-controller stored it; None when not kept."""
+        location = plan.plan_location(tf)
+        pending = pending_plan(tf)
+        if location is None or not pending:
+            return None
+        objects = await self._plan_objects[location.resource].list(
+            tf["metadata"]["namespace"], label_selector=location.label_selector)
+        text = plan.assemble(objects.get("items") or [], pending, location.format)
+        return (text, location.format) if text is not None else None
 
     def _backing_selector(self, options: ListOptions) -> str:
         user = selectors.translate_keys(options.label_selector, user_selector_key)
@@ -111,10 +200,24 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
-        app = self._to_app(await self._live(namespace, name))
+        app = await self._project(await self._live(namespace, name))
         if app is None:
             raise self._not_found(name)
         return app
+
+    async def get_subresource(self, ctx: RequestContext, namespace: str, name: str, subresource: str) -> Content:
+        """The readable plan of the pending plan (``plan``): OpenTofu's text, or the JSON plan redacted."""
+        tf = await self._live(namespace, name)
+        if not pending_plan(tf):
+            raise self._no_plan(name, f'{self.info.kind} "{name}" has no pending plan')
+        if plan.plan_location(tf) is None:
+            raise self._no_plan(name, f"no readable plan is kept for {self.info.plural}: the definition's "
+                                "terraform.storeReadablePlan is neither human nor json")
+        found = await self._read_plan(tf)
+        if found is None:
+            raise self._no_plan(name, f'the readable plan of "{pending_plan(tf)}" is not stored yet')
+        body, content_type = plan.readable(*found, self._secrets(tf))
+        return Content(body, content_type)
 
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
         page = await self._terraforms.list(
@@ -125,7 +228,7 @@ class ApplicationStorage:
             continue_token=options.continue_token,
             resource_version=options.resource_version,
         )
-        items = [app for tf in page.get("items") or [] if (app := self._to_app(tf)) is not None]
+        items = [app for tf in page.get("items") or [] if (app := await self._project(tf)) is not None]
         meta = page.get("metadata") or {}
         list_meta = {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k)}
         return {"apiVersion": self.info.api_version, "kind": self.info.list_kind, "metadata": list_meta,
@@ -143,7 +246,7 @@ class ApplicationStorage:
                     yield {"type": kind, "object": {"apiVersion": self.info.api_version, "kind": self.info.kind,
                                                     "metadata": tf.get("metadata", {})}}
                     continue
-                app = self._to_app(tf)
+                app = self._to_app(tf) if kind == "DELETED" else await self._project(tf)
                 if app is None:
                     continue
                 meta = app["metadata"]

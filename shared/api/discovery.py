@@ -79,12 +79,21 @@ def api_resource(info: ResourceInfo) -> JSON:
     return entry
 
 
+def subresource_entries(info: ResourceInfo) -> list[JSON]:
+    """The ``APIResource`` entries of a resource's read-only subresources (``<plural>/<sub>``, verb get)."""
+    return [
+        {"name": f"{info.plural}/{sub}", "singularName": "", "namespaced": info.namespaced, "kind": info.kind,
+         "verbs": ["get"]}
+        for sub in info.read_only_subresources
+    ]
+
+
 def api_resource_list(group: str, version: str, infos: Iterable[ResourceInfo]) -> JSON:
-    """``/apis/<group>/<version>``: the resources of that group version, sorted by name."""
+    """``/apis/<group>/<version>``: the resources of that group version (each followed by its subresources)."""
     selected = sorted((i for i in infos if i.group == group and i.version == version), key=lambda i: i.plural)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
         "groupVersion": f"{group}/{version}",
-        "resources": [api_resource(i) for i in selected],
+        "resources": [entry for i in selected for entry in (api_resource(i), *subresource_entries(i))],
     }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from shared.bodies import JSON
 
@@ -43,6 +43,9 @@ class ResourceInfo:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     namespaced: bool = True
+    #: Read-only subresources (``<plural>/<name>/<subresource>``) the storage serves through
+    #: :class:`SubresourceReader`; discovery lists each as ``<plural>/<subresource>`` with verb get.
+    read_only_subresources: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -51,6 +54,14 @@ class ResourceInfo:
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
+
+
+@dataclass(frozen=True)
+class Content:
+    """A subresource's answer as it goes on the wire: a readable document need not be an object."""
+
+    body: bytes
+    content_type: str
 
 
 @dataclass(frozen=True)
@@ -127,4 +138,17 @@ class Storage(Protocol):
 
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
         """Cells for one Table row, in the order of ``info.columns``."""
+        ...
+
+
+@runtime_checkable
+class SubresourceReader(Protocol):
+    """The optional part of a :class:`Storage` that serves read-only subresources.
+
+    Only storages whose ``info.read_only_subresources`` names a subresource are asked for it, and
+    only after the user was authorized to ``get`` ``<plural>/<subresource>``; any other
+    subresource URL is a 404, as kube-apiserver answers for a subresource a resource lacks.
+    """
+
+    async def get_subresource(self, ctx: RequestContext, namespace: str, name: str, subresource: str) -> Content:
         ...

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from shared.api import errors
-from shared.api.rest import RequestContext, User
+from shared.api.rest import RequestContext, Storage, SubresourceReader, User
 from shared.bodies import JSON
 from shared.security.authz import ResourceAttributes
 from shared.server import reads, watch, writes
@@ -162,8 +162,10 @@ class Routes:
         )
         await self._gate.authorize(user, attrs)
         storage = self._catalog.storage(target.group, target.version, target.plural)
-        if storage is None or target.subresource:
+        if storage is None or (target.subresource and not _serves_subresource(storage, target.subresource)):
             raise not_found()
+        if target.subresource and info.verb != "get":
+            raise method_not_allowed()  # subresources are read-only
         if target.namespace is None and target.name is not None:
             raise not_found()  # namespaced kinds have no cluster-scoped object URLs
         info.raise_problem()
@@ -171,6 +173,8 @@ class Routes:
 
     async def _dispatch(self, call: Call) -> web.Response:
         verb = call.info.verb
+        if call.info.target.subresource:
+            return await _get_subresource(call)
         if verb == "get":
             return await reads.get(call)
         if verb == "list":
@@ -182,6 +186,17 @@ class Routes:
         if verb == "patch":
             return await writes.patch(call, self._limits.conflict_retries)
         return await writes.delete(call)
+
+
+async def _get_subresource(call: Call) -> web.Response:
+    """``GET .../<plural>/<name>/<subresource>``, answered as the storage renders it (a document, not an object)."""
+    assert isinstance(call.storage, SubresourceReader)
+    content = await call.storage.get_subresource(call.ctx, call.namespace, call.name, call.info.target.subresource)
+    return web.Response(body=content.body, headers={"Content-Type": content.content_type})
+
+
+def _serves_subresource(storage: Storage, subresource: str) -> bool:
+    return subresource in storage.info.read_only_subresources and isinstance(storage, SubresourceReader)
 
 
 def _document(request: web.Request, doc: JSON, digest: str) -> web.Response:
