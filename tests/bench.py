@@ -206,6 +206,8 @@ class Bench:
         first = f"b1-0-{0}"
         get = self.figure("b1_get", "one get of the same object, mean of 200 per round")
         list_ = self.figure("b1_list_1000", "one list of the namespace's 1000 objects, mean of 3 per round")
+        cached = self.figure("b1_list_1000_rv0", "the same list with resourceVersion=0 (both sides may answer "
+                                                 "from their watch cache), mean of 3 per round")
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
         for _ in range(self.rounds):
             get.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench", first)), 200),
@@ -213,6 +215,10 @@ class Bench:
                                      200)))
             list_.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench")), 3),
                                  timed(lambda: self.client.call("GET", self.backing_path("bench") + selector), 3)))
+            cached.rounds.append((
+                timed(lambda: self.client.call("GET", self.app_path("bench") + "?resourceVersion=0"), 3),
+                timed(lambda: self.client.call("GET", self.backing_path("bench") + selector + "&resourceVersion=0"),
+                      3)))
 
     def direct_body(self, name: str, labels: dict[str, str], namespace: str = "bench") -> dict[str, Any]:
         t = self.template
