@@ -110,7 +110,7 @@ class Informer:
         name: str = "",
         transform: Transform | None = None,
         probe_fn: ProbeFn | None = None,
-        catch_up: float = 0.05,
+        catch_up: float = 0.01,
     ) -> None:
         if list_fn is None or watch_fn is None:
             if client is None:
