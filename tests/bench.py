@@ -391,9 +391,36 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
         proc.wait(60)
 
 
+def hops(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What aggregation costs by itself: a request the service answers from memory (its group-version
+    discovery document) through kube-apiserver, vs the same kind of document kube-apiserver serves
+    itself; and a get through the service vs a direct get.  Medians of ``--rounds`` means of 200."""
+    stack, rounds = STACKS[name], args.rounds
+    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
+    try:
+        cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
+        bench = Bench(cluster, stack, service.pid, rounds)
+        time.sleep(3)
+        bench.client.call("POST", bench.app_path("bench"), bench.app("bench", "hop"))
+        paths = {"proxied_discovery": stack.apps, "local_discovery": stack.backing,
+                 "get_through_service": bench.app_path("bench", "hop"),
+                 "direct_get": bench.backing_path("bench", stack.prefix + "hop")}
+        out: dict[str, Any] = {}
+        for key, path in paths.items():
+
+            def get(target: str = path) -> Any:
+                return bench.client.call("GET", target)
+
+            out[key + "_ms"] = round(statistics.median(timed(get, 200) for _ in range(rounds)) * 1000, 2)
+        print(f"{name} hops: {out}", flush=True)
+        return out
+    finally:
+        services.stop(cluster, stack.service)
+
+
 def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
     stack = STACKS[name]
-    service = services.start(cluster, stack.service)
+    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
     try:
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         time.sleep(3)
@@ -432,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watch-samples", type=int, default=100)
     parser.add_argument("--out", type=Path, help="write benchmarks.json/.md and the scale PNG here (e.g. docs)")
     parser.add_argument("--profile", type=Path, help="write py-spy flame graphs of B1 here")
+    parser.add_argument("--hops", action="store_true", help="only measure what aggregation itself costs")
+    parser.add_argument("--service-args", nargs="*", default=[], help="extra flags for the services, e.g. "
+                        "--service-args=--event-loop=asyncio")
     args = parser.parse_args(argv)
     started = time.monotonic()
     cluster = Cluster(os.environ.get("AGL_BENCH_CLUSTER", "bench"))
@@ -444,7 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("create", "namespace", "bench")
         cluster.kubectl("create", "namespace", "scale")
         for name in args.stacks:
-            results[name] = run_stack(cluster, name, args)
+            results[name] = hops(cluster, name, args) if args.hops else run_stack(cluster, name, args)
+        if args.hops:
+            print(json.dumps(results, indent=1))
+            return 0
     finally:
         for stack in STACKS.values():
             services.stop(cluster, stack.service)
