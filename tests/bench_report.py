@@ -36,9 +36,12 @@ def markdown(results: dict[str, Any]) -> str:
         "what matters. Each figure is the **median of the rounds' ratios** with their range; what one round averages",
         "is in the last column. Nothing here is asserted by the test suite.",
         "",
-        f"Run of {results['date']} ({results['machine']}; the whole `nox -s bench` took "
+        f"Run of {results['date']} ({results['machine']}; the whole run, `python -m tests.bench --out docs` "
+        "as `nox -s bench` runs it, took "
         f"{results['duration_s'] / 60:.1f} min). The machine is shared with other work, so absolute times move;"
         " ratios much less.",
+        "",
+        "Profiles before and after, what changed and why each goal is or is not met: [perf/README.md](perf/README.md).",
         "",
     ]
     for stack in STACKS:
