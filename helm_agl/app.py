@@ -6,6 +6,7 @@ import argparse
 
 from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
+from shared.server.admission import PolicyAdmission
 from shared.service.runtime import Build, Context, Wiring, login
 
 from .definition import ApplicationDefinition
@@ -24,17 +25,24 @@ def wiring(args: argparse.Namespace) -> Build:
     async def build(ctx: Context) -> Wiring:
         releases = ObjectClient(ctx.api, HELMRELEASES, field_manager=COMPONENT)
         definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
+        policies = PolicyAdmission(ctx.api)
+        policies.start()
         ctx.server.serve_group_version(GROUP, VERSION)
 
         def make_storage(defn: ApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, releases, ctx.events)
+            return ApplicationStorage(defn, info, releases, ctx.events, policies)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(GROUP, VERSION)
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)
-        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=registry.close,
+
+        async def close() -> None:
+            await registry.close()
+            await policies.stop()
+
+        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=close,
                       tasks=[reconciler.lead])
 
     return build

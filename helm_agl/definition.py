@@ -19,10 +19,19 @@ from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.admission import CompiledSchema
 from shared.api.durations import DURATION
 from shared.api.names import dns1035_label_error
 from shared.schema.validation import parse_schema
-from shared.service.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
+from shared.service.acceptance import (
+    INVALID_SCHEMA,
+    Claim,
+    Verdict,
+    decide,
+    format_time,
+    spec_rules,
+    spec_schema_problem,
+)
 
 from .names import MAX_RELEASE_NAME
 
@@ -89,6 +98,11 @@ class HelmDefinitionView(Protocol):
     @property
     def schema(self) -> dict[str, Any]:
         """The parsed openAPISchema of ``.spec``."""
+        ...
+
+    @property
+    def rules(self) -> CompiledSchema:
+        """The schema's compiled ``x-kubernetes-validations`` (CEL) rules."""
         ...
 
 
@@ -217,6 +231,11 @@ class ApplicationDefinition(_Model):
         if spec_schema_problem(self.open_api_schema) is not None:
             return {}
         return parse_schema(self.open_api_schema)
+
+    @property
+    def rules(self) -> CompiledSchema:
+        """The compiled CEL rules of the schema, compiled once per schema text."""
+        return spec_rules(self.open_api_schema)
 
     # -- release --------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
 cheapest consistent read); lists are answered from the informer whenever that is as consistent as
 kube-apiserver would be (:meth:`Informer.snapshot`), else from kube-apiserver; watches are served
@@ -15,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -41,11 +43,13 @@ class ApplicationStorage:
         info: ResourceInfo,
         releases: ObjectClient,
         events: EventRecorder,
+        admit: Admit = admit_all,
     ) -> None:
         self.definition = definition
         self.info = info
         self._releases = releases
         self._events = events
+        self._admit = admit
         self._informer = Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
             transform=without_managed_fields,
@@ -194,6 +198,8 @@ class ApplicationStorage:
         name = obj["metadata"]["name"]
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
         hr = build(self.definition, app_in, group=self.info.group)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(hr)))
         try:
             created = await self._releases.create(namespace, hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -212,6 +218,8 @@ class ApplicationStorage:
         validate_application(self.definition, obj, group=self.info.group, live=existing)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
+        await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(hr), self._to_app(existing)))
         try:
             updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
         except ApiError as exc:
@@ -225,6 +233,8 @@ class ApplicationStorage:
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
         existing = await self._live(namespace, name)
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
+                                                     old=self._to_app(existing)))
         try:
             result = await self._releases.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:

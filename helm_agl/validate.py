@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.admission import validate_with_schema_causes
 from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error
+from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
 from shared.schema.validation import validate
 
 from .definition import HelmDefinitionView
 from .names import MAX_RELEASE_NAME, user_selector_key
+from .project import to_application
 
 
 def validate_application(
@@ -27,9 +30,10 @@ def validate_application(
     Order: metadata (422), spec not an object (400), top-level ``_`` keys (400, these are
     reserved for values cozystack injects), then the schema, checked *after* defaulting so that a
     property the user omitted but the schema defaults is not reported as missing (422, one cause
-    per field path).  With ``live`` (an update) the name is not checked: names are immutable, and
-    an object that exists must stay editable even if the naming rules tightened since it was
-    created.
+    per field path), then the schema's CEL rules (``x-kubernetes-validations``; on an update,
+    transition rules compare with the spec read back from ``live``, the HelmRelease).  With
+    ``live`` (an update) the name is not checked: names are immutable, and an object that exists
+    must stay editable even if the naming rules tightened since it was created.
     """
     meta = app.get("metadata") or {}
     if not isinstance(meta, Mapping):
@@ -51,9 +55,17 @@ def validate_application(
         )
     schema = defn.schema
     if schema:
-        causes = validate(schema, apply_defaults(schema, spec), path="spec")
+        defaulted = apply_defaults(schema, spec)
+        old = _stored_spec(defn, live, group) if live is not None else None
+        causes = validate_with_schema_causes(defn.rules, validate(schema, defaulted, path="spec"), defaulted, old)
         if causes:
             raise errors.invalid(group, defn.kind, name, causes)
+
+
+def _stored_spec(defn: HelmDefinitionView, live: Mapping[str, Any], group: str) -> JSON | None:
+    """The stored spec as the rules' ``oldSelf`` sees it: read back from the HelmRelease (with defaults)."""
+    spec = (to_application(defn, live, group=group) or {}).get("spec")
+    return spec if isinstance(spec, dict) else None
 
 
 def _name_causes(defn: HelmDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:

@@ -16,9 +16,18 @@ from typing import Any, Literal, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.admission import CompiledSchema
 from shared.api.names import dns1035_label_error, dns1123_subdomain_error
 from shared.schema.validation import parse_schema
-from shared.service.acceptance import INVALID_SCHEMA, Claim, Verdict, decide, format_time, spec_schema_problem
+from shared.service.acceptance import (
+    INVALID_SCHEMA,
+    Claim,
+    Verdict,
+    decide,
+    format_time,
+    spec_rules,
+    spec_schema_problem,
+)
 from tofu_agl.names import MAX_TERRAFORM_NAME
 from tofu_agl.variables import naming_problems
 
@@ -61,6 +70,9 @@ class TofuDefinitionView(Protocol):
     def release_labels(self) -> dict[str, str]: ...
     @property
     def schema(self) -> dict[str, Any]: ...
+    @property
+    def rules(self) -> CompiledSchema:
+        """The schema's compiled ``x-kubernetes-validations`` (CEL) rules."""
     @property
     def source_ref(self) -> dict[str, Any]: ...
     @property
@@ -244,6 +256,11 @@ class TofuApplicationDefinition(_Model):
         if spec_schema_problem(self.open_api_schema) is not None:
             return {}
         return parse_schema(self.open_api_schema)
+
+    @property
+    def rules(self) -> CompiledSchema:
+        """The compiled CEL rules of the schema, compiled once per schema text."""
+        return spec_rules(self.open_api_schema)
 
     # -- release --------------------------------------------------------------------------
 

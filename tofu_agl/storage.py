@@ -1,12 +1,13 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes validate -> build -> kube-apiserver, every read goes
-kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
-stacks side by side so Draft 2 can extract the common interface from real code).  Gets go to
-kube-apiserver (one get is already the cheapest consistent read); lists are answered from the
-informer whenever that is as consistent as kube-apiserver would be (:meth:`Informer.snapshot`),
-else from kube-apiserver; watches are served from one :class:`shared.client.informer.Informer`
-per kind.
+Only I/O lives here: every write goes validate -> build -> admit (the
+cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
+kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1
+keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
+Gets go to kube-apiserver (one get is already the cheapest consistent read); lists are answered
+from the informer whenever that is as consistent as kube-apiserver would be
+(:meth:`Informer.snapshot`), else from kube-apiserver; watches are served from one
+:class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
 the *live* Terraform on the update path (``kubectl annotate`` is a merge patch, i.e. an update),
@@ -20,6 +21,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shared.admission import AdmissionRequest, Admit, admit_all
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -47,12 +49,14 @@ class ApplicationStorage:
         info: ResourceInfo,
         terraforms: ObjectClient,
         events: EventRecorder,
+        admit: Admit = admit_all,
     ) -> None:
         self.definition = definition
         self.info = info
         self.group = info.group
         self._terraforms = terraforms
         self._events = events
+        self._admit = admit
         self._informer = Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
             transform=without_managed_fields,
@@ -200,6 +204,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf)))
         try:
             created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -220,6 +226,8 @@ class ApplicationStorage:
         validate_application(self.definition, app_in, group=self.group, live=existing)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)
+        await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
+                                                     self._to_app(tf), self._to_app(existing)))
         try:
             updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
         except ApiError as exc:
@@ -237,6 +245,8 @@ class ApplicationStorage:
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
         existing = await self._live(namespace, name)
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
+                                                     old=self._to_app(existing)))
         try:
             result = await self._terraforms.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:

@@ -3,7 +3,7 @@
 Every check runs here, before anything is built, so a bad request never reaches a Terraform and
 the error names what the user wrote (their label key, their spec path), not what it becomes:
 metadata (name, user labels and annotations as they will be stored), the spec's shape, unknown
-keys, the schema after defaults, the variable names the spec maps to, the runner-service-account
+keys, the schema after defaults and its CEL rules, the variable names the spec maps to, the runner-service-account
 annotation and, last, the approve-plan command (decided by :mod:`.approval`).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.admission import validate_with_schema_causes
 from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error, dns1123_subdomain_error
@@ -22,6 +23,7 @@ from shared.schema.validation import validate
 from . import approval
 from .definition import TofuDefinitionView
 from .names import MAX_TERRAFORM_NAME, RUNNER_SA_ANNOTATION, user_selector_key
+from .project import to_application
 from .variables import marshal_vars, variable_name, variable_name_error
 
 
@@ -61,13 +63,21 @@ def validate_application(
         if key not in props
     ]
     defaulted = apply_defaults(defn.schema, {k: v for k, v in spec.items() if k in props})
-    causes += validate(defn.schema, defaulted, "spec")
+    stored = _stored_spec(defn, live, group) if live is not None else None
+    causes = validate_with_schema_causes(defn.rules, causes + validate(defn.schema, defaulted, "spec"), defaulted,
+                                         stored)
     tf_vars, variable_causes = _variables(defn, defaulted)
     causes += variable_causes
     causes += _runner_service_account_causes(defn, meta)
     if causes:
         raise errors.invalid(group, defn.kind, name, causes)
     approval.check_approval(defn, app, live, group=group, tf_vars=tf_vars)
+
+
+def _stored_spec(defn: TofuDefinitionView, live: Mapping[str, Any], group: str) -> JSON | None:
+    """The stored spec as the rules' ``oldSelf`` sees it: read back from the Terraform (with defaults)."""
+    spec = (to_application(defn, live, group=group) or {}).get("spec")
+    return spec if isinstance(spec, dict) else None
 
 
 def _name_causes(defn: TofuDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:

@@ -16,11 +16,22 @@ and :mod:`~shared.admission.library`.
 """
 
 from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy
-from shared.admission.request import AdmissionRequest
+from shared.admission.request import AdmissionRequest, Admit, admit_all
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
-from shared.admission.validation import validate
+from shared.admission.validation import validate, validate_with_schema_causes
 
 __all__ = [
-    "AdmissionRequest", "CompiledPolicy", "CompiledSchema", "ParamLookup", "RuleError", "Verdict",
-    "admit", "compile_policy", "compile_schema", "validate",
+    "AdmissionRequest",
+    "Admit",
+    "CompiledPolicy",
+    "CompiledSchema",
+    "ParamLookup",
+    "RuleError",
+    "Verdict",
+    "admit",
+    "admit_all",
+    "compile_policy",
+    "compile_schema",
+    "validate",
+    "validate_with_schema_causes",
 ]

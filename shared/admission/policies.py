@@ -22,7 +22,7 @@ kube-apiserver, dynamically typed (kube-apiserver types ``object`` by the resour
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +34,9 @@ from shared.api.errors import ApiError
 
 JSON = dict[str, Any]
 
-#: Finds params: (paramKind, paramRef, namespace to look in) -> the param objects.
-ParamLookup = Callable[[JSON, JSON, str], list[JSON]]
+#: Finds params: (paramKind, paramRef, namespace to look in) -> the param objects. Asynchronous,
+#: as a server reads them from the cluster, and only for the bindings that match the request.
+ParamLookup = Callable[[JSON, JSON, str], Awaitable[list[JSON]]]
 
 VARIABLES = frozenset({"object", "oldObject", "request", "params", "namespaceObject", "variables"})
 REASON_CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestEntityTooLarge": 413}
@@ -205,15 +206,23 @@ def _message(validation: Validation, bindings: JSON) -> str:
     return f"failed expression: {validation.expression.source.strip()}"
 
 
-def _params(policy: CompiledPolicy, binding: JSON, request: AdmissionRequest,
-            find_params: ParamLookup) -> list[JSON | None] | str:
-    """The params to run the policy with, or the reason to deny when none are found."""
+async def _params(policy: CompiledPolicy, binding: JSON, request: AdmissionRequest,
+                  find_params: ParamLookup) -> list[JSON | None] | str:
+    """The params to run the policy with, or the reason to deny when none are found.
+
+    Params that cannot be read (the server may not read that kind, the cluster is unreachable)
+    fail the policy per its failurePolicy, as any other misconfiguration does.
+    """
     if policy.param_kind is None:
         return [None]
     ref = (binding.get("spec") or {}).get("paramRef")
     if not ref:
         return "failed to configure binding: paramRef is required when the policy has paramKind"
-    found: list[JSON | None] = list(find_params(policy.param_kind, ref, ref.get("namespace") or request.namespace))
+    namespace = ref.get("namespace") or request.namespace
+    try:
+        found: list[JSON | None] = list(await find_params(policy.param_kind, ref, namespace))
+    except ApiError as exc:
+        return [] if policy.failure_policy == "Ignore" else f"failed to configure binding: {exc.message}"
     if found:
         return found
     if ref.get("parameterNotFoundAction") == "Deny":
@@ -228,8 +237,8 @@ def _denial(request: AdmissionRequest, message: str, reason: str) -> ApiError:
     return ApiError(REASON_CODES.get(reason, 422), reason, text, details=details, causes=[{"message": message}])
 
 
-def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request: AdmissionRequest,
-          namespace_object: JSON | None, find_params: ParamLookup) -> Verdict:
+async def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request: AdmissionRequest,
+                namespace_object: JSON | None, find_params: ParamLookup) -> Verdict:
     """Decide ``request`` against every binding of every policy."""
     verdict = Verdict()
     audit: list[JSON] = []
@@ -246,7 +255,7 @@ def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request:
         binding_name = str((binding.get("metadata") or {}).get("name", ""))
         actions = set(spec.get("validationActions") or [])
         failures: list[_Failure] = []
-        params = _params(policy, binding, request, find_params)
+        params = await _params(policy, binding, request, find_params)
         if isinstance(params, str):
             failures.append(_Failure(params, "Invalid"))
             params = []

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.api.rest import User
+from shared.api.rest import RequestContext, ResourceInfo, User, WriteOptions
 from shared.security.authz import ResourceAttributes
 
 JSON = dict[str, Any]
@@ -54,6 +55,19 @@ class AdmissionRequest:
     def name(self) -> str:
         return self.target.name or ""
 
+    @classmethod
+    def for_write(cls, operation: str, info: ResourceInfo, ctx: RequestContext, namespace: str, name: str,
+                  options: WriteOptions, obj: JSON | None = None, old: JSON | None = None) -> AdmissionRequest:
+        """A write to one object of a served kind, as a storage sees it."""
+        target = ResourceAttributes(operation.lower(), info.group, info.version, info.plural, namespace, name)
+        kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
+        write_options: JSON = {"apiVersion": "meta.k8s.io/v1", "kind": kind}
+        if options.dry_run:
+            write_options["dryRun"] = ["All"]
+        if options.field_manager and operation != "DELETE":
+            write_options["fieldManager"] = options.field_manager
+        return cls(operation, target, info.kind, ctx.user, obj, old, options.dry_run, write_options)
+
     def as_cel(self) -> JSON:
         """The ``request`` variable: an ``admission.k8s.io/v1`` AdmissionRequest without the objects."""
         kind = {"group": self.group, "version": self.version, "kind": self.kind}
@@ -66,3 +80,12 @@ class AdmissionRequest:
             "name": self.name, "namespace": self.namespace, "operation": self.operation,
             "userInfo": user, "dryRun": self.dry_run, "options": self.options,
         }
+
+
+#: Admits one request or raises the denial (an ``ApiError``): what a storage calls after its own
+#: validation and before it writes anything.
+Admit = Callable[[AdmissionRequest], Awaitable[None]]
+
+
+async def admit_all(request: AdmissionRequest) -> None:
+    """The :data:`Admit` of a server without policies (unit tests, tools)."""

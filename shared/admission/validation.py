@@ -202,3 +202,29 @@ def _cause(field_path: str, value: Any, reason: str, detail: str) -> Cause:
     if reason == "FieldValueDuplicate":
         return field_cause(field_path, _shown("Duplicate value", value), reason)
     return _invalid(field_path, value, detail)
+
+
+NOT_CHECKED = ("some validation rules were not checked because the object was invalid; correct the existing "
+               "errors to complete validation")
+
+
+def validate_with_schema_causes(compiled: CompiledSchema, schema_causes: list[Cause], value: Any, old: Any = None,
+                                *, base: str = "spec") -> list[Cause]:
+    """The schema's causes followed by the rules' causes, as a CRD's strategy reports them.
+
+    When the schema found a value of the wrong type (or outside an enum), the rules are not run
+    (they would see values of types they were not compiled for); kube-apiserver then adds one
+    cause saying so.
+    """
+    if any(_blocks(cause) for cause in schema_causes):
+        if compiled.empty():
+            return schema_causes
+        return [*schema_causes, field_cause("<nil>", f"Invalid value: null: {NOT_CHECKED}")]
+    return [*schema_causes, *validate(compiled, value, old, base=base)]
+
+
+def _blocks(cause: Cause) -> bool:
+    """A wrong type or a value outside an enum; an unknown field (kube prunes it) does not block."""
+    reason = cause.get("reason")
+    return reason == "FieldValueTypeInvalid" or (
+        reason == "FieldValueNotSupported" and cause.get("message", "").startswith("Unsupported value"))

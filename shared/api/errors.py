@@ -108,7 +108,10 @@ def unsupported_media_type(content_type: str) -> ApiError:
 
 
 def invalid(group: str, kind: str, name: str, causes: list[Cause]) -> ApiError:
-    summary = ", ".join(f"{c.get('field', '')}: {c['message']}".lstrip(": ") for c in causes)
+    """422 Invalid; the message aggregates the causes as kube-apiserver's ``ToAggregate`` does: one
+    cause as is, several (duplicates dropped) as ``[a, b]``."""
+    texts = list(dict.fromkeys(f"{c.get('field', '')}: {c['message']}".lstrip(": ") for c in causes))
+    summary = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
     message = f'{kind}.{group} "{name}" is invalid: {summary}'
     return ApiError(422, "Invalid", message, details=_details(group, kind, name), causes=causes)
 

@@ -3,35 +3,60 @@
 Bodies are checked against the URL before a storage sees them; a patch is applied here, on the
 object as read, and written back with that object's resourceVersion so a concurrent writer causes a
 conflict (retried, as kube does) rather than a lost update; delete preconditions are checked here.
+The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies are
+sent back here as ``Warning`` headers.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 from aiohttp import web
 
 from shared.api import errors
 from shared.api import patch as patching
 from shared.bodies import JSON
+from shared.server.admission import collect_warnings, warning_header
 from shared.server.body import check_object
 from shared.server.call import Call
 from shared.server.options import write_options
 from shared.server.responses import json_response
 
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[web.Response]])
 
+
+def _with_warnings(handler: Handler) -> Handler:
+    """Send the admission warnings raised while ``handler`` ran as ``Warning`` headers, as kubectl
+    expects them (a retried patch may meet the same warning twice: it is sent once)."""
+
+    @functools.wraps(handler)
+    async def handle(*args: Any) -> web.Response:
+        with collect_warnings() as warnings:
+            response = await handler(*args)
+        for text in dict.fromkeys(warnings):
+            response.headers.add("Warning", warning_header(text))
+        return response
+
+    return cast(Handler, handle)
+
+
+@_with_warnings
 async def create(call: Call) -> web.Response:
     body = check_object(await call.body.decode(call.info.body_media), call.storage.info, call.namespace)
     return json_response(await call.storage.create(call.ctx, call.namespace, body, call.info.write_options), 201)
 
 
+@_with_warnings
 async def update(call: Call) -> web.Response:
     obj = await call.body.decode(call.info.body_media)
     body = check_object(obj, call.storage.info, call.namespace, call.name)
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, body, call.info.write_options))
 
 
+@_with_warnings
 async def patch(call: Call, conflict_retries: int) -> web.Response:
     """Apply the patch to the object as read; re-read and re-apply on a conflict the client did not ask for."""
     kind = call.info.patch_type
@@ -84,6 +109,7 @@ async def _update_patched(call: Call, kind: patching.PatchType, current: JSON, d
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, patched, options))
 
 
+@_with_warnings
 async def delete(call: Call) -> web.Response:
     """Delete, honouring DeleteOptions from the query and the body (dryRun, uid/resourceVersion preconditions)."""
     body = await _delete_options_body(call)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.admission import CompiledSchema, compile_schema
 from shared.schema.validation import parse_schema, schema_error
 
 ACCEPTED = "Accepted"
@@ -46,25 +47,49 @@ class Verdict:
 # --------------------------------------------------------------------------- schema
 
 
+@dataclass(frozen=True)
+class _Checked:
+    problem: str | None
+    #: The compiled ``x-kubernetes-validations`` rules; empty when there is a problem.
+    rules: CompiledSchema
+
+
+_NO_RULES = CompiledSchema({})
+
+
 @functools.lru_cache(maxsize=512)
-def _checked(text: str) -> tuple[str, str | None]:
+def _checked(text: str) -> _Checked:
     try:
         schema = parse_schema(text)
     except ValueError as exc:
-        return "", str(exc)
+        return _Checked(str(exc), _NO_RULES)
     problem = schema_error(schema)
     if problem is None and schema.get("type") != "object":
         problem = f'the top level of openAPISchema must have "type": "object", got {schema.get("type")!r}'
-    return text, problem
+    if problem is not None:
+        return _Checked(problem, _NO_RULES)
+    rules, rule_errors = compile_schema(schema, "openAPISchema")
+    if rule_errors:
+        # As kube-apiserver refuses a CRD: every rule that cannot be used, by its schema path.
+        return _Checked("; ".join(f"{error.path}: Invalid value: {error.message}" for error in rule_errors),
+                        _NO_RULES)
+    return _Checked(None, rules)
 
 
 def spec_schema_problem(text: str) -> str | None:
     """Why ``text`` cannot be the schema of a kind's ``.spec``, or None.
 
-    The schema must be a JSON object, a usable JSON schema, and describe an object.  Results
-    are cached by text: arbitration re-checks every competing object on each decision.
+    The schema must be a JSON object, a usable JSON schema, describe an object, and every
+    ``x-kubernetes-validations`` rule in it must compile.  Results are cached by text:
+    arbitration re-checks every competing object on each decision.
     """
-    return _checked(text)[1]
+    return _checked(text).problem
+
+
+def spec_rules(text: str) -> CompiledSchema:
+    """The compiled CEL rules of an acceptable schema, compiled once per schema text (none for a
+    schema with a problem: its kind is not served)."""
+    return _checked(text).rules
 
 
 # --------------------------------------------------------------------------- arbitration

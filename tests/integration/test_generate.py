@@ -35,13 +35,8 @@ TF = "terraforms.infra.contrib.fluxcd.io"
 
 @pytest.fixture(scope="module")
 def tofu_binary() -> Path:
-    """OpenTofu from ``localcluster.build.ensure_tofu`` when the build has it, else ``$AGL_TOFU``."""
-    ensure = getattr(build, "ensure_tofu", None)
-    if ensure is not None:
-        return Path(ensure())
-    if os.environ.get("AGL_TOFU"):
-        return Path(os.environ["AGL_TOFU"])
-    pytest.skip("no OpenTofu: localcluster.build.ensure_tofu is missing and AGL_TOFU is unset")
+    """The pinned OpenTofu the local control plane builds (``nox -s tests`` builds it in the background)."""
+    return build.ensure_tofu()
 
 
 def tofu(binary: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ message, causes and warnings must agree.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -187,7 +188,7 @@ class Oracle:
         self.api = api
         self.policies = policies
 
-    def params(self, kind: dict[str, Any], ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    async def params(self, kind: dict[str, Any], ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
         assert kind == {"apiVersion": "v1", "kind": "ConfigMap"}
         status, found = self.api.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{ref['name']}")
         return [found] if status == 200 else []
@@ -203,7 +204,7 @@ class Oracle:
         _, namespace_object = self.api.request("GET", f"/api/v1/namespaces/{namespace}")
         target = ResourceAttributes(operation.lower(), GROUP, "v1", PLURAL, namespace, name)
         request = AdmissionRequest(operation, target, "Vaptarget", User("agl-admin"), object=obj, old_object=old)
-        verdict = admit(self.policies, BINDINGS, request, namespace_object, self.params)
+        verdict = asyncio.run(admit(self.policies, BINDINGS, request, namespace_object, self.params))
         assert [_warning_text(w) for w in warnings] == verdict.warnings
         if status in (200, 201):
             assert verdict.denial is None, verdict.denial.status()

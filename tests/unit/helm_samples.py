@@ -18,6 +18,7 @@ import yaml
 from helm_agl.build import build
 from helm_agl.definition import HelmDefinitionView
 from helm_agl.names import GROUP, GROUP_LABEL, KIND_LABEL
+from shared.admission import CompiledSchema, compile_schema
 from shared.bodies import JSON
 
 SCHEMA: JSON = {
@@ -86,6 +87,10 @@ class FakeDefinition:
     wait_strategy: str | None = None
     health_check_exprs: list[dict[str, Any]] | None = None
     schema: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(SCHEMA))
+
+    @property
+    def rules(self) -> CompiledSchema:
+        return compile_schema(self.schema)[0]
 
 
 DEFN = FakeDefinition()

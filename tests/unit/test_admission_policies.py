@@ -3,17 +3,23 @@ does not drive through kube-apiserver (audit, missing params, authorizer, subres
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from shared.admission.matching import matches, rule_matches
-from shared.admission.policies import AUDIT_KEY, admit, compile_policy
+from shared.admission.policies import AUDIT_KEY, Verdict, admit, compile_policy
 from shared.admission.request import AdmissionRequest
+from shared.api.errors import ApiError
 from shared.api.rest import User
 from shared.security.authz import ResourceAttributes
 
 RULE = {"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
         "resources": ["mariadbs"]}
+
+
+def _admit(*args: Any) -> Verdict:
+    return asyncio.run(admit(*args))
 
 
 def _request(operation: str = "CREATE", resource: str = "mariadbs", subresource: str = "",
@@ -35,7 +41,7 @@ def _binding(policy: str, *actions: str, **spec: Any) -> dict[str, Any]:
             "spec": {"policyName": policy, "validationActions": list(actions), **spec}}
 
 
-def _no_params(*_: Any) -> list[dict[str, Any]]:
+async def _no_params(*_: Any) -> list[dict[str, Any]]:
     return []
 
 
@@ -68,7 +74,7 @@ def test_selectors_and_exclusions() -> None:
 def test_audit_action_records_the_failed_validation() -> None:
     policy = compile_policy(_policy("p", "object.spec.size != 'xl'", auditAnnotations=[
         {"key": "size", "valueExpression": "object.spec.size"}]))
-    verdict = admit([policy], [_binding("p", "Audit")], _request(), None, _no_params)
+    verdict = _admit([policy], [_binding("p", "Audit")], _request(), None, _no_params)
     assert verdict.denial is None and verdict.warnings == []
     assert verdict.audit_annotations["p/size"] == "xl"
     assert json.loads(verdict.audit_annotations[AUDIT_KEY]) == [{
@@ -81,31 +87,45 @@ def test_missing_params_follow_parameter_not_found_action() -> None:
                                     paramKind={"apiVersion": "v1", "kind": "ConfigMap"}))
     deny = _binding("p", "Deny", paramRef={"name": "absent", "parameterNotFoundAction": "Deny"})
     allow = _binding("p", "Deny", paramRef={"name": "absent", "parameterNotFoundAction": "Allow"})
-    denial = admit([policy], [deny], _request(), None, _no_params).denial
+    denial = _admit([policy], [deny], _request(), None, _no_params).denial
     assert denial is not None and "no params found" in denial.message
-    assert admit([policy], [allow], _request(), None, _no_params).denial is None
+    assert _admit([policy], [allow], _request(), None, _no_params).denial is None
 
-    def lookup(kind: dict[str, Any], ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    async def lookup(kind: dict[str, Any], ref: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
         assert (kind["kind"], ref["name"], namespace) == ("ConfigMap", "absent", "tenant-a")
         return [{"data": {"size": "xl"}}]
 
-    assert admit([policy], [allow], _request(), None, lookup).denial is not None
+    assert _admit([policy], [allow], _request(), None, lookup).denial is not None
+
+
+def test_params_that_cannot_be_read_fail_per_failure_policy() -> None:
+    async def forbidden(*_: Any) -> list[dict[str, Any]]:
+        raise ApiError(403, "Forbidden", 'configmaps "limits" is forbidden')
+
+    for failure_policy, denied in (("Fail", True), ("Ignore", False)):
+        policy = compile_policy(_policy("p", "params.data.size != object.spec.size", failurePolicy=failure_policy,
+                                        paramKind={"apiVersion": "v1", "kind": "ConfigMap"}))
+        binding = _binding("p", "Deny", paramRef={"name": "limits"})
+        denial = _admit([policy], [binding], _request(), None, forbidden).denial
+        assert (denial is not None) is denied
+        if denial is not None:
+            assert denial.message.endswith('failed to configure binding: configmaps "limits" is forbidden')
 
 
 def test_an_unsupported_binding_like_authorizer_fails_per_failure_policy() -> None:
     expression = "authorizer.group('').resource('pods').check('get').allowed()"
     strict = compile_policy(_policy("strict", expression, failurePolicy="Fail"))
     lenient = compile_policy(_policy("lenient", expression, failurePolicy="Ignore"))
-    denial = admit([strict], [_binding("strict", "Deny")], _request(), None, _no_params).denial
+    denial = _admit([strict], [_binding("strict", "Deny")], _request(), None, _no_params).denial
     assert denial is not None and "compilation error" in denial.message and denial.code == 422
-    assert admit([lenient], [_binding("lenient", "Deny")], _request(), None, _no_params).denial is None
+    assert _admit([lenient], [_binding("lenient", "Deny")], _request(), None, _no_params).denial is None
 
 
 def test_request_and_variables_are_bound() -> None:
     policy = compile_policy(_policy(
         "p", "variables.who != 'alice' || request.userInfo.groups.exists(g, g == 'admins')",
         variables=[{"name": "who", "expression": "request.userInfo.username"}]))
-    verdict = admit([policy], [_binding("p", "Deny", "Warn")], _request(), None, _no_params)
+    verdict = _admit([policy], [_binding("p", "Deny", "Warn")], _request(), None, _no_params)
     assert verdict.denial is not None and len(verdict.warnings) == 1
     assert verdict.denial.status()["details"]["causes"] == [{"message": (
         "ValidatingAdmissionPolicy 'p' with binding 'p-binding' denied request: failed expression: "

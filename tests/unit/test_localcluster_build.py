@@ -33,3 +33,35 @@ def test_pins() -> None:
     major, minor = (int(p) for p in versions.KUBERNETES.removeprefix("v").split(".")[:2])
     assert (major, minor) >= (1, 35)
     assert all(len(crd.sha256) == 64 for crd in versions.UPSTREAM_CRDS)
+
+
+def test_a_controllers_replaces_are_carried_into_the_wrapper_module() -> None:
+    """Go ignores a dependency's replaces: the local ``./api`` one becomes the published nested module at
+    the same tag, the others are kept as written, comments and requires are not replaces."""
+    go_mod = "\n".join([
+        "module github.com/fluxcd/helm-controller",
+        "replace github.com/fluxcd/helm-controller/api => ./api",
+        "// replace github.com/commented/out => github.com/x v1.0.0",
+        "replace github.com/opencontainers/go-digest => github.com/opencontainers/go-digest v1.0.1-0.2023",
+        "replace (",
+        "\tsigs.k8s.io/kustomize/api => sigs.k8s.io/kustomize/api v0.21.1",
+        ")",
+        "require helm.sh/helm/v4 v4.2.2",
+    ])
+    assert build.carried_replaces("github.com/fluxcd/helm-controller", "v1.6.2", go_mod) == {
+        "github.com/fluxcd/helm-controller/api": "v1.6.2",
+        "github.com/opencontainers/go-digest": "github.com/opencontainers/go-digest v1.0.1-0.2023",
+        "sigs.k8s.io/kustomize/api": "sigs.k8s.io/kustomize/api v0.21.1",
+    }
+
+
+def test_a_local_replace_outside_the_module_is_refused() -> None:
+    go_mod = "module github.com/x/y\nreplace github.com/other/api => ./api\n"
+    with pytest.raises(build.BuildError, match="not a nested module"):
+        build.carried_replaces("github.com/x/y", "v1.0.0", go_mod)
+
+
+def test_flux_and_tofu_pins_match_the_crds_they_install() -> None:
+    assert versions.HELMRELEASE_CRD.version == versions.HELM_CONTROLLER
+    assert {crd.version for crd in versions.SOURCE_CRDS} == {versions.SOURCE_CONTROLLER}
+    assert versions.OPENTOFU.startswith("v1.10.")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shared.admission import CompiledSchema, compile_schema
 from shared.api.errors import ApiError
 from tofu_agl.definition import TofuDefinitionView
 from tofu_agl.names import DEFAULT_GROUP
@@ -81,6 +82,10 @@ class Defn:
     workspace: str | None = None
     store_readable_plan: str | None = "human"
     vars_from: list[Any] | None = None
+
+    @property
+    def rules(self) -> CompiledSchema:
+        return compile_schema(self.schema)[0]
 
     def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str:
         template = str((self.write_outputs_to_secret or {}).get("name", ""))

@@ -14,9 +14,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd and helm")
-    up = sub.add_parser("up", help="start the control plane, install CRDs and start the services")
+    build_cmd = sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd and helm")
+    build_cmd.add_argument("--flux", action="store_true",
+                           help="also helm-controller, source-controller and tofu (several minutes each when cold)")
+    up = sub.add_parser("up", help="start the control plane, install CRDs, the services and the Flux controllers")
     up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
+    up.add_argument("--no-flux", action="store_true",
+                    help="skip helm-controller, source-controller and the chart repository")
     sub.add_parser("down", help="stop the services and the control plane")
     sub.add_parser("status", help="say whether the cluster runs")
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
@@ -28,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             build.ensure_binaries()
             build.ensure_helm()
+            if args.flux:
+                build.ensure_tofu()
+                build.ensure_flux()
         elif args.command == "up":
             cluster.up()
             build.ensure_helm()
@@ -36,11 +43,18 @@ def main(argv: list[str] | None = None) -> int:
                 from . import services
 
                 services.start_all(cluster)
+            build.ensure_tofu()
+            if not args.no_flux:
+                from . import flux
+
+                controllers = flux.start(cluster)
+                log(f"helm-controller and source-controller running; charts served at {controllers.chart_repository}")
             print(f"export KUBECONFIG={cluster.kubeconfig}")
             print(f"export PATH={build.kubectl_dir()}:$PATH")
         elif args.command == "down":
-            from . import services
+            from . import flux, services
 
+            flux.stop(cluster)
             services.stop_all(cluster)
             cluster.down()
         elif args.command == "status":

@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths, versions
 
+_REPLACE_LINE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)(?:\s+(\S+))?\s*(?://.*)?$")
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[A-Za-z0-9._-]+)\s+=>\s+\./staging/src/\1\s*$")
 
 
@@ -75,7 +76,10 @@ class GoTarget:
     ldflags: tuple[str, ...] = ()
     #: Extra source files for a wrapper main package (etcd ships its main outside the server module).
     main_source: str | None = None
+    #: ``module => replacement``: a bare version keeps the module path, ``path version`` swaps it.
     replaces: dict[str, str] = field(default_factory=dict)
+    #: Modules raised above what the target's go.mod asks for (``go get module@version`` before the build).
+    raises: dict[str, str] = field(default_factory=dict)
 
     @property
     def binary(self) -> Path:
@@ -95,6 +99,29 @@ def staging_replaces(kubernetes_version: str, go_mod_text: str) -> dict[str, str
     return out
 
 
+def carried_replaces(module: str, version: str, go_mod_text: str) -> dict[str, str]:
+    """The ``replace`` directives of a module's go.mod, rewritten for a build that requires the module.
+
+    Go ignores a dependency's replaces, so they are carried over into our wrapper module. A local
+    path (``X => ./api``) names a nested module of the same repository: it becomes that nested module
+    as published at the same tag (``X => X version``), so the build uses exactly the released API.
+    """
+    out: dict[str, str] = {}
+    for line in go_mod_text.splitlines():
+        match = _REPLACE_LINE.match(line)
+        if match is None or line.strip().startswith("//"):
+            continue
+        old, new, new_version = match.groups()
+        if new.startswith("."):
+            nested = module + "/" + new.removeprefix("./").strip("/")
+            if nested != old:
+                raise BuildError(f"{module}@{version} replaces {old} with {new}, not a nested module of its own")
+            out[old] = version
+        elif new_version is not None:
+            out[old] = f"{new} {new_version}"
+    return out
+
+
 def _module_go_mod(module: str, version: str, workdir: Path) -> str:
     out = _run([go_binary(), "mod", "download", "-json", f"{module}@{version}"], workdir, f"download {module}")
     info = json.loads(out)
@@ -103,11 +130,15 @@ def _module_go_mod(module: str, version: str, workdir: Path) -> str:
     return Path(info["GoMod"]).read_text()
 
 
+def _replacement(module: str, to: str) -> str:
+    return to if " " in to else f"{module} {to}"
+
+
 def _write_module(target: GoTarget, workdir: Path) -> None:
     lines = [f"module agl.local/build/{target.name}", "", "go 1.24", "", f"require {target.module} {target.version}"]
     if target.replaces:
         lines += ["", "replace ("]
-        lines += [f"\t{mod} => {mod} {ver}" for mod, ver in sorted(target.replaces.items())]
+        lines += [f"\t{mod} => {_replacement(mod, to)}" for mod, to in sorted(target.replaces.items())]
         lines.append(")")
     (workdir / "go.mod").write_text("\n".join(lines) + "\n")
     if target.main_source is not None:
@@ -125,8 +156,11 @@ def build(target: GoTarget) -> Path:
     log(f"building {target.name} {target.version} from the Go module proxy (cold builds take several minutes)")
     _write_module(target, workdir)
     package = "." if target.main_source is not None else target.package
-    _run([go, "get", f"{target.package}@{target.version}" if package != "." else f"{target.module}@{target.version}"],
-         workdir, f"resolve {target.name}")
+    wanted = f"{target.package}@{target.version}" if package != "." else f"{target.module}@{target.version}"
+    # Raised modules go into the same ``go get``: resolving the target alone would already try to
+    # download the versions its go.mod names, which is what a raise is there to avoid.
+    raised = [f"{module}@{version}" for module, version in sorted(target.raises.items())]
+    _run([go, "get", wanted, *raised], workdir, f"resolve {target.name}")
     tmp = target.binary.with_name(target.binary.name + ".partial")
     ldflags = " ".join(("-s", "-w", *target.ldflags))
     _run([go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package],
@@ -194,6 +228,44 @@ def helm_target() -> GoTarget:
     return GoTarget("helm", "helm.sh/helm/v3", versions.HELM, "helm.sh/helm/v3/cmd/helm", ldflags=stamp)
 
 
+def _cached_replaces(module: str, version: str, derive: Callable[[str], dict[str, str]]) -> dict[str, str]:
+    """Replaces derived from the go.mod the proxy serves for ``module@version``, kept in the cache."""
+    name = module.rsplit("/", 1)[-1]
+    workdir = paths.cache_dir() / "build" / f"{name}-gomod"
+    workdir.mkdir(parents=True, exist_ok=True)
+    replaces_file = workdir / f"replaces-{version}.json"
+    if replaces_file.exists():
+        cached: dict[str, str] = json.loads(replaces_file.read_text())
+        return cached
+    (workdir / "go.mod").write_text("module agl.local/build/probe\n\ngo 1.24\n")
+    replaces = derive(_module_go_mod(module, version, workdir))
+    replaces_file.write_text(json.dumps(replaces, indent=1))
+    return replaces
+
+
+def flux_controller_target(name: str, version: str, raises: dict[str, str] | None = None) -> GoTarget:
+    """A Flux controller: its main package is the module root; its go.mod's replaces are carried over."""
+    module = f"github.com/fluxcd/{name}"
+    replaces = _cached_replaces(module, version, lambda text: carried_replaces(module, version, text))
+    return GoTarget(name, module, version, module, replaces=replaces, raises=dict(raises or {}))
+
+
+def flux_targets() -> list[GoTarget]:
+    return [
+        flux_controller_target("helm-controller", versions.HELM_CONTROLLER),
+        flux_controller_target("source-controller", versions.SOURCE_CONTROLLER, versions.SOURCE_CONTROLLER_RAISES),
+    ]
+
+
+def tofu_target() -> GoTarget:
+    module = "github.com/opentofu/opentofu"
+    replaces = _cached_replaces(module, versions.OPENTOFU,
+                                lambda text: carried_replaces(module, versions.OPENTOFU, text))
+    # As OpenTofu's release builds do: without it the binary calls itself "<version>-dev".
+    stamp = (f"-X {module}/version.dev=no",)
+    return GoTarget("tofu", module, versions.OPENTOFU, f"{module}/cmd/tofu", ldflags=stamp, replaces=replaces)
+
+
 @dataclass(frozen=True)
 class Binaries:
     kube_apiserver: Path
@@ -215,21 +287,40 @@ def ensure_binaries() -> Binaries:
     return Binaries(kube["kube-apiserver"], kube["kubectl"], etcd)
 
 
-def _link_helm(helm: Path) -> None:
-    link = paths.bin_dir() / "current" / "helm"
+def _link_current(name: str, binary: Path) -> None:
+    link = paths.bin_dir() / "current" / name
     link.parent.mkdir(exist_ok=True)
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to(helm)
+    link.symlink_to(binary)
 
 
 def ensure_helm() -> Path:
     """Build (or reuse) the pinned helm and put it next to kubectl in :func:`kubectl_dir`."""
     helm = build(helm_target())
-    _link_helm(helm)
+    _link_current("helm", helm)
     return helm
 
 
 def kubectl_dir() -> Path:
-    """The directory to put on PATH: it holds ``kubectl`` (and ``helm`` once built)."""
+    """The directory to put on PATH: it holds ``kubectl`` (and ``helm`` and ``tofu`` once built)."""
     return paths.bin_dir() / "current"
+
+
+@dataclass(frozen=True)
+class FluxBinaries:
+    helm_controller: Path
+    source_controller: Path
+
+
+def ensure_flux() -> FluxBinaries:
+    """Build (or reuse) helm-controller and source-controller (several minutes each when cold)."""
+    built = {t.name: build(t) for t in flux_targets()}
+    return FluxBinaries(built["helm-controller"], built["source-controller"])
+
+
+def ensure_tofu() -> Path:
+    """Build (or reuse) OpenTofu's ``tofu``: ``<cache>/bin/tofu-<version>``, also linked into :func:`kubectl_dir`."""
+    tofu = build(tofu_target())
+    _link_current("tofu", tofu)
+    return tofu

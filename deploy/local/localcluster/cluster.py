@@ -109,7 +109,7 @@ class Cluster:
             "admin": pki.issue(ca, self.pki_dir, "admin", "agl-admin", orgs=("system:masters",)),
         }
 
-    def _write_kubeconfig(self, path: Path, user: str, pair: pki.KeyPair, server: str) -> Path:
+    def write_kubeconfig(self, path: Path, user: str, pair: pki.KeyPair, server: str) -> Path:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -129,7 +129,7 @@ class Cluster:
         safe = user.replace(":", "_").replace("/", "_")
         suffix = "-".join(g.replace(":", "_") for g in groups)
         pair = pki.issue(ca, self.pki_dir, f"user-{safe}-{suffix}", user, orgs=groups)
-        return self._write_kubeconfig(self.dir / f"user-{safe}-{suffix}.kubeconfig", user, pair, self.server)
+        return self.write_kubeconfig(self.dir / f"user-{safe}-{suffix}.kubeconfig", user, pair, self.server)
 
     # ------------------------------------------------------------ lifecycle
     def up(self, *, fresh: bool = False) -> None:
@@ -158,7 +158,7 @@ class Cluster:
         log(f"starting kube-apiserver on 127.0.0.1:{state.api_port}")
         state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
         self._save(state)
-        self._write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
+        self.write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
         self._wait(self._bootstrapped, "kube-apiserver bootstrap (namespaces, authentication ConfigMap)",
                    state.api_pid, limit=60)

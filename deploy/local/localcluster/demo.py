@@ -1,15 +1,18 @@
 """The main job, shown end to end: both services, sample kinds, generated objects side by side.
 
-Run by ``nox -s demo`` after ``python -m localcluster up``.  No Flux controller runs on the local
-control plane, so where the demo needs a controller's answer (a HelmRelease becoming Ready, a
-Terraform waiting for plan approval) it writes a realistic status the way helm-controller and
-tofu-controller would, and says so.
+Run by ``nox -s demo`` after ``python -m localcluster up``. The real helm-controller and
+source-controller run next to the services (unless ``up --no-flux``), so the Helm kinds are
+installed for real and the demo shows what helm-controller wrote. tofu-controller does not build
+here: for each Tofu Application the demo hands the Terraform's variables to real OpenTofu as
+tofu-controller's runner would and shows OpenTofu's plan, and the Terraform statuses it still needs
+(plan pending, applied) are played, each such line labelled "played".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +22,9 @@ from typing import Any
 
 import yaml
 
+from . import build, tofurunner
 from .cluster import Cluster, ClusterError
+from .processes import Process
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 NAMESPACE = "tenant-demo"
@@ -114,8 +119,7 @@ class Demo:
 
     def applications(self) -> None:
         self.out.heading("2. A tenant applies one object of each kind")
-        self.kubectl("apply", "-f", "-", input=json.dumps(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
+        self.kubectl("apply", "-f", str(SAMPLES / "tenants" / f"{NAMESPACE}.yaml"))
         for path in samples("applications"):
             shown = f"kubectl apply -f {path.relative_to(SAMPLES.parents[1])}"
             self.kubectl("apply", "-f", "-", input=path.read_text(), show=True, display=shown)
@@ -133,9 +137,30 @@ class Demo:
                                         yaml.safe_dump(obj, sort_keys=False)))
 
     def controllers(self) -> None:
-        self.out.heading("4. The controllers answer (played by the demo: no Flux runs here)")
-        self.out.say("helm-controller marks postgres-orders Ready; tofu-controller plans s3bucket-assets and "
-                     "waits for approval; vpc-network (approvePlan: auto) is applied.")
+        if Process(self.cluster, "helm-controller").running() is not None:
+            self.helm_controller()
+        else:
+            self.helm_played()
+        self.tofu_plans()
+        self.tofu_played()
+
+    def helm_controller(self) -> None:
+        self.out.heading("4. helm-controller installs the Helm kinds (real helm-controller v1.6.2)")
+        for release in ("postgres-orders", "redis-cache"):
+            self.wait(f"helm-controller to finish {release}", lambda r=release: any(
+                c["type"] == "Ready" and c["status"] != "Unknown" and c.get("observedGeneration") ==
+                self.get("helmreleases.helm.toolkit.fluxcd.io", r, "-n", NAMESPACE)["metadata"]["generation"]
+                for c in self.get("helmreleases.helm.toolkit.fluxcd.io", r, "-n", NAMESPACE)
+                .get("status", {}).get("conditions", [])), timeout=300)
+        self.kubectl("get", "helmreleases.helm.toolkit.fluxcd.io", "-n", NAMESPACE, show=True)
+        status = self.get("helmreleases.helm.toolkit.fluxcd.io", "postgres-orders", "-n", NAMESPACE)["status"]
+        self.out.block(f"kubectl get helmrelease postgres-orders -n {NAMESPACE} -o yaml  # .status, as written",
+                       yaml.safe_dump({"status": status}, sort_keys=False))
+        self.kubectl("get", "configmaps,secrets,services", "-n", NAMESPACE, "-l", "!owner", show=True)
+
+    def helm_played(self) -> None:
+        self.out.heading("4. helm-controller's answer (played: `up --no-flux` runs no Flux)")
+        self.out.say("played: helm-controller marks postgres-orders Ready")
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.status("helmreleases.helm.toolkit.fluxcd.io", "postgres-orders", {
             "observedGeneration": 1, "lastAttemptedRevision": "0.24.1",
@@ -145,6 +170,28 @@ class Demo:
                             "postgres@0.24.1"},
                 {"type": "Released", "status": "True", "reason": "InstallSucceeded", "lastTransitionTime": now,
                  "message": "Helm install succeeded"}]})
+
+    def tofu_plans(self) -> None:
+        self.out.heading("5. OpenTofu's real plan for each Tofu Application's variables")
+        tofu = build.ensure_tofu()
+        workspace = self.cluster.dir / "demo-tofu"
+        workspace.mkdir(exist_ok=True)
+        for name in ("vpc-network", "s3bucket-assets"):
+            terraform = self.get("terraforms.infra.contrib.fluxcd.io", name, "-n", NAMESPACE)
+            workdir = workspace / name
+            shutil.rmtree(workdir, ignore_errors=True)
+            tofurunner.prepare(terraform, workdir)
+            self.out.block(f"cat {tofurunner.VAR_FILE}  # spec.vars of terraform/{name}, as tofu-controller's "
+                           "runner writes them", json.dumps(json.loads((workdir / tofurunner.VAR_FILE).read_text()),
+                                                             indent=1))
+            self.out.block(f"tofu plan  # {tofurunner.module_dir(terraform).relative_to(SAMPLES.parents[1])}",
+                           tofurunner.plan(tofu, workdir))
+
+    def tofu_played(self) -> None:
+        self.out.heading("6. tofu-controller's answer (played: tofu-controller does not build here)")
+        self.out.say("played: tofu-controller plans s3bucket-assets and waits for approval")
+        self.out.say("played: tofu-controller applies vpc-network (approvePlan: auto)")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         revision = "main@sha1:b8e362c206e3d0cbb7ed22ced771a0056455a2fb"
         self.status("terraforms.infra.contrib.fluxcd.io", "s3bucket-assets", {
             "observedGeneration": 1, "lastAttemptedRevision": revision, "lastPlannedRevision": revision,
@@ -170,16 +217,16 @@ class Demo:
                      "-p", json.dumps({"status": status}))
 
     def tables(self) -> None:
-        self.out.heading("5. kubectl get: Helm kinds and Tofu kinds side by side")
+        self.out.heading("7. kubectl get: Helm kinds and Tofu kinds side by side (Tofu STATUS/PLAN played)")
         self.kubectl("get", "postgreses,redises", "-n", NAMESPACE, show=True)
         self.kubectl("get", "vpcs,s3buckets", "-n", NAMESPACE, show=True)
 
     def approval(self) -> None:
-        self.out.heading("6. Plan approval for a manual Tofu kind")
+        self.out.heading("8. Plan approval for a manual Tofu kind (the pending plan id is played)")
         bucket = self.get("s3bucket", "assets", "-n", NAMESPACE)
         conditions = bucket["status"].get("conditions", [])
         awaiting: dict[str, Any] = next((c for c in conditions if c["type"] == "AwaitingApproval"), {})
-        self.out.say(f"AwaitingApproval: {awaiting.get('message', '(none)')}")
+        self.out.say(f"AwaitingApproval (from the played plan): {awaiting.get('message', '(none)')}")
         wrong = self.cluster.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE,
                                      "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3", check=False)
         self.out.block(f"kubectl annotate s3bucket assets -n {NAMESPACE} "

@@ -7,18 +7,15 @@ demo and the integration tests takes the real aggregation path.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import aggregation
+from . import aggregation, processes
 from .build import log
 from .cluster import Cluster, ClusterError, _alive, free_port
 
@@ -89,15 +86,7 @@ def stop(cluster: Cluster, service: Service) -> None:
     record = _record(cluster, service)
     if not record.exists():
         return
-    pid = json.loads(record.read_text())["pid"]
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+    processes.terminate(json.loads(record.read_text())["pid"], grace=10)
     record.unlink(missing_ok=True)
 
 

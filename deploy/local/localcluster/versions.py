@@ -14,6 +14,20 @@ ETCD = "v3.6.5"
 #: used by the chart checks of the integration tier (``helm template``) and put on PATH by ``up``.
 HELM = "v3.22.0"
 
+#: Flux's controllers, run as local processes by ``up`` and the flux test tier. helm-controller
+#: v1.6.3 does not build from the module proxy (its helm fork ``github.com/fluxcd/helm/v4
+#: v4.2.4-flux.1`` is not served), so v1.6.2 is the newest that does; source-controller v1.10.x
+#: needs a newer Go than the one here, v1.9.6 is the newest v1.9.
+HELM_CONTROLLER = "v1.6.2"
+SOURCE_CONTROLLER = "v1.9.6"
+#: Modules raised above source-controller v1.9.6's go.mod: ``github.com/fluxcd/pkg/artifact
+#: v0.18.3`` is not served by the module proxy (403 "not available"); v0.20.0 is the nearest that is
+#: and that source-controller compiles against.
+SOURCE_CONTROLLER_RAISES = {"github.com/fluxcd/pkg/artifact": "v0.20.0"}
+#: OpenTofu, the oracle of the Tofu stack's variables (``tofu plan``/``apply`` on the sample modules);
+#: the newest 1.10.x release the module proxy serves.
+OPENTOFU = "v1.10.10"
+
 
 @dataclass(frozen=True)
 class UpstreamCRD:
@@ -27,7 +41,7 @@ class UpstreamCRD:
 
 HELMRELEASE_CRD = UpstreamCRD(
     module="github.com/fluxcd/helm-controller",
-    version="v1.6.3",
+    version=HELM_CONTROLLER,
     path="config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml",
     sha256="aa8638ac68465ceac1f93a617baf5be833c589c51fd78a7384a4a274c252becc",
 )
@@ -37,4 +51,18 @@ TERRAFORM_CRD = UpstreamCRD(
     path="config/crd/bases/infra.contrib.fluxcd.io_terraforms.yaml",
     sha256="8562f1a62ab932dd34e84baa0a5163da92751cf9fabaf25d60308df500d97fe4",
 )
-UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD)
+#: source-controller's CRDs: it watches every one of its kinds at start, so all are installed; the
+#: sample Helm definitions reach their charts through HelmRepository + HelmChart.
+SOURCE_CRDS = tuple(
+    UpstreamCRD(module="github.com/fluxcd/source-controller", version=SOURCE_CONTROLLER,
+                path=f"config/crd/bases/source.toolkit.fluxcd.io_{plural}.yaml", sha256=digest)
+    for plural, digest in (
+        ("buckets", "7be598fad94f7b81d99c196a649f55c70edf5b4ab9de32c13e8eda31c14f46ef"),
+        ("externalartifacts", "f4939240c967e4da1208c7203cd8edd0cd1ff62cabc9a767e7293dedd2f50b91"),
+        ("gitrepositories", "bd0c08183287b2eea0d885751fc686bc4b2b583e919de6bd57859170b8d1727f"),
+        ("helmcharts", "413fe7367bdb81324b978091abc9081fe2241bb49e3aabf06aff83c86c95a4e3"),
+        ("helmrepositories", "0f3c34df4a25c88c7ad7825ada26d696aa53d92ec2c0ca540e1f9a05db247fa9"),
+        ("ocirepositories", "80c7c6e5c8de0764cc83acd4de5c74bea8e51186085304d22cecc5f2eb35500e"),
+    )
+)
+UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD, *SOURCE_CRDS)

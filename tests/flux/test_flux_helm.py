@@ -1,0 +1,281 @@
+"""helm_agl end to end with the real helm-controller v1.6.2 and source-controller v1.9.6.
+
+Everything goes through kubectl: the Application is created, changed and deleted through the
+aggregated API, helm_agl writes the HelmRelease, source-controller fetches the sample chart from
+the chart repository served on 127.0.0.1, and helm-controller installs it on the local
+kube-apiserver. What the tests read back (ConfigMaps rendered from the values, Helm's release
+Secrets, the conditions helm-controller writes) comes from the real programs.
+
+The status helm-controller writes at each phase is kept in ``tests/fixtures/flux/status/`` (run with
+``AGL_RECORD_FLUX=1`` to record it again); every run checks the live status has the recorded shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from localcluster import flux, services
+from localcluster.cluster import Cluster
+
+from tests.kube import FIXTURES, ROOT, get_json, kubectl, load_fixture, wait_for
+
+NS = "tenant-flux"
+HR = "helmreleases.helm.toolkit.fluxcd.io"
+RECORDED = ROOT / "tests" / "fixtures" / "flux" / "status"
+#: Helm installs, upgrades and uninstalls take a few seconds each on a loaded two-core machine.
+SLOW = 180
+
+
+def definition(name: str = "redis", *, chart: str = "cozystack-redis", annotations: dict[str, str] | None = None,
+               prefix: str | None = None) -> dict[str, Any]:
+    """The sample redis definition, optionally under another kind name, chart, prefix or annotations."""
+    defn = load_fixture("redis.yaml")
+    if name != "redis":
+        defn["metadata"]["name"] = name
+        app = defn["spec"]["application"]
+        app.update(kind=name.capitalize(), plural=name + "s", singular=name)
+    defn["spec"]["release"]["chartRef"]["name"] = chart
+    if prefix is not None:
+        defn["spec"]["release"]["prefix"] = prefix
+    if annotations is not None:
+        defn["metadata"]["annotations"] = annotations
+    return defn
+
+
+@pytest.fixture(scope="module")
+def helm(control_plane: Cluster, helm_service: services.Running,
+         flux_controllers: flux.Controllers) -> Iterator[Cluster]:
+    """helm_agl and Flux running; the tenant namespace with its cozystack-values Secret; redis served."""
+    tenant = yaml.safe_load_all((FIXTURES / "tenants" / "tenant-demo.yaml").read_text())
+    for doc in tenant:
+        if doc["kind"] == "Namespace":
+            doc["metadata"]["name"] = NS
+        else:
+            doc["metadata"]["namespace"] = NS
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(doc))
+    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition()))
+    wait_for(lambda: ready(get_json(control_plane, "helmcharts.source.toolkit.fluxcd.io", "cozystack-redis",
+                                    "-n", flux.SOURCES_NAMESPACE)), "HelmChart cozystack-redis Ready", timeout=SLOW)
+    wait_for(lambda: "redises" in served(control_plane), "the redis kind", timeout=60)
+    yield control_plane
+
+
+def served(cluster: Cluster) -> str:
+    return kubectl(cluster, "api-resources", "--api-group=apps.cozystack.io", "--cached=false", check=False).stdout
+
+
+def condition(obj: dict[str, Any], kind: str = "Ready") -> dict[str, Any] | None:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond["type"] == kind:
+            return dict(cond)
+    return None
+
+
+def ready(obj: dict[str, Any], status: str = "True") -> bool:
+    cond = condition(obj)
+    return cond is not None and cond["status"] == status
+
+
+def apply_app(cluster: Cluster, kind: str, name: str, spec: dict[str, Any]) -> None:
+    manifest = {"apiVersion": "apps.cozystack.io/v1alpha1", "kind": kind,
+                "metadata": {"name": name, "namespace": NS}, "spec": spec}
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(manifest))
+
+
+def settled(cluster: Cluster, plural: str, name: str, status: str = "True", generation_of: str | None = None,
+            ) -> dict[str, Any]:
+    """Wait until the Application's Ready condition is ``status`` for the HelmRelease's current generation."""
+
+    def check() -> dict[str, Any] | None:
+        app = get_json(cluster, plural, name, "-n", NS)
+        release = get_json(cluster, HR, generation_of, "-n", NS) if generation_of else None
+        if release is not None and release.get("status", {}).get("observedGeneration") != \
+                release["metadata"]["generation"]:
+            return None
+        return app if ready(app, status) else None
+
+    result: dict[str, Any] = wait_for(check, f"{plural}/{name} Ready={status}", timeout=SLOW, interval=1)
+    return result
+
+
+def configmap(cluster: Cluster, release: str) -> dict[str, str]:
+    data: dict[str, str] = get_json(cluster, "configmap", f"{release}-values", "-n", NS)["data"]
+    return data
+
+
+def release_secrets(cluster: Cluster, release: str) -> list[str]:
+    items = get_json(cluster, "secrets", "-n", NS, "-l", f"owner=helm,name={release}")["items"]
+    return sorted(item["metadata"]["name"] for item in items)
+
+
+def shape(status: dict[str, Any]) -> dict[str, Any]:
+    """What must stay the same between runs: the fields present and each condition's type/status/reason."""
+    return {"fields": sorted(status),
+            "conditions": sorted((c["type"], c["status"], c["reason"]) for c in status.get("conditions", [])),
+            "history": sorted(status["history"][0]) if status.get("history") else []}
+
+
+def recorded(phase: str, release: dict[str, Any]) -> None:
+    """Record (``AGL_RECORD_FLUX=1``) or check the shape of helm-controller's status at ``phase``."""
+    path = RECORDED / f"helmrelease-{phase}.yaml"
+    status = release["status"]
+    if os.environ.get("AGL_RECORD_FLUX") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = f"# Status helm-controller v1.6.2 wrote: {phase} (recorded by tests/flux/test_flux_helm.py)\n"
+        path.write_text(header + yaml.safe_dump({"status": status}, sort_keys=False))
+        return
+    expected = yaml.safe_load(path.read_text())["status"]
+    assert shape(status) == shape(expected), f"helm-controller's {phase} status changed shape; see {path}"
+
+
+# ---------------------------------------------------------------------------------------------- the lifecycle
+
+
+def test_install_upgrade_and_uninstall(helm: Cluster) -> None:
+    apply_app(helm, "Redis", "cache", {"replicas": 3})
+    app = settled(helm, "redises", "cache", generation_of="redis-cache")
+    assert app["status"]["version"] == "0.1.0"
+    values = configmap(helm, "redis-cache")
+    assert values["replicas"] == "3" and values["chartVersion"] == "0.1.0"
+    assert json.loads(values["values.json"])["_namespace"] == {"host": "tenant-demo.example.org"}
+    assert release_secrets(helm, "redis-cache") == ["sh.helm.release.v1.redis-cache.v1"]
+    table = kubectl(helm, "get", "redis", "cache", "-n", NS).stdout.splitlines()
+    assert table[0].split() == ["NAME", "READY", "AGE", "VERSION"] and table[1].split()[1] == "True"
+    assert table[1].split()[-1] == "0.1.0"
+    recorded("installed", get_json(helm, HR, "redis-cache", "-n", NS))
+
+    apply_app(helm, "Redis", "cache", {"replicas": 5})
+    wait_for(lambda: configmap(helm, "redis-cache")["replicas"] == "5", "the upgraded values", timeout=SLOW)
+    settled(helm, "redises", "cache", generation_of="redis-cache")
+    assert release_secrets(helm, "redis-cache") == [f"sh.helm.release.v1.redis-cache.v{n}" for n in (1, 2)]
+    recorded("upgraded", get_json(helm, HR, "redis-cache", "-n", NS))
+
+    kubectl(helm, "delete", "redis", "cache", "-n", NS, "--wait=false")
+    wait_for(lambda: kubectl(helm, "get", "redis", "cache", "-n", NS, check=False).returncode != 0,
+             "the Application to be gone", timeout=SLOW)
+    assert release_secrets(helm, "redis-cache") == []
+    assert kubectl(helm, "get", "configmap", "redis-cache-values", "-n", NS, check=False).returncode != 0
+    assert kubectl(helm, "get", "service", "rfs-redis-cache", "-n", NS, check=False).returncode != 0
+
+
+def test_failing_value_reports_helm_controllers_message(helm: Cluster) -> None:
+    apply_app(helm, "Redis", "broken", {"replicas": 10})
+    app = settled(helm, "redises", "broken", status="False")
+    message = condition(app)["message"]  # type: ignore[index]
+    assert "replicas: 10 is more than this chart supports (9)" in message, message
+    release = get_json(helm, HR, "redis-broken", "-n", NS)
+    recorded("failed", release)
+    assert kubectl(helm, "get", "redis", "broken", "-n", NS).stdout.splitlines()[1].split()[1] == "False"
+    kubectl(helm, "delete", "redis", "broken", "-n", NS)
+
+
+def test_definition_chart_change_rolls_out_and_upgrades(helm: Cluster) -> None:
+    newer = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmChart",
+             "metadata": {"name": "cozystack-redis-next", "namespace": flux.SOURCES_NAMESPACE},
+             "spec": {"chart": "redis", "version": "0.2.0", "interval": "10m",
+                      "sourceRef": {"kind": "HelmRepository", "name": flux.HELM_REPOSITORY}}}
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(newer))
+    apply_app(helm, "Redis", "rolled", {"replicas": 2})
+    settled(helm, "redises", "rolled", generation_of="redis-rolled")
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(definition(chart="cozystack-redis-next")))
+    try:
+        wait_for(lambda: configmap(helm, "redis-rolled")["chartVersion"] == "0.2.0", "the upgrade to chart 0.2.0",
+                 timeout=SLOW)
+        app = settled(helm, "redises", "rolled", generation_of="redis-rolled")
+        assert app["status"]["version"] == "0.2.0"
+        assert get_json(helm, HR, "redis-rolled", "-n", NS)["spec"]["chartRef"]["name"] == "cozystack-redis-next"
+    finally:
+        kubectl(helm, "apply", "-f", "-", input=json.dumps(definition()))
+        kubectl(helm, "delete", "redis", "rolled", "-n", NS, "--wait=false")
+
+
+def slow_definition(name: str, disable_wait: str) -> dict[str, Any]:
+    """A redis-like kind with a 10s install timeout; Applications with ``external: true`` render a Deployment,
+    which never gets ready without a kubelet."""
+    return definition(name, prefix=f"{name}-", annotations={
+        "release.cozystack.io/helm-install-timeout": "10s",
+        "release.cozystack.io/helm-install-disable-wait": disable_wait})
+
+
+def test_prefix_labels_and_install_timeout_as_helm_controller_reads_them(helm: Cluster) -> None:
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("slowcache", "false")))
+    wait_for(lambda: "slowcaches" in served(helm), "the slowcache kind", timeout=60)
+    apply_app(helm, "Slowcache", "ext", {"external": True})
+    app = settled(helm, "slowcaches", "ext", status="False")
+    release = get_json(helm, HR, "slowcache-ext", "-n", NS)
+    assert release["metadata"]["labels"]["sharding.fluxcd.io/key"] == "tenants"
+    assert release["spec"]["install"]["timeout"] == "10s"
+    message = condition(app)["message"]  # type: ignore[index]
+    assert "forbidden" not in message, message
+    assert "slowcache-ext" in message and re.search(r"deadline|timed out|timeout waiting", message), message
+    recorded("timed-out", release)
+    assert release_secrets(helm, "slowcache-ext"), "Helm recorded the failed release under the prefixed name"
+    kubectl(helm, "delete", "slowcache", "ext", "-n", NS, "--wait=false")
+
+
+def test_disable_wait_as_helm_controller_reads_it(helm: Cluster) -> None:
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("nowait", "true")))
+    wait_for(lambda: "nowaits" in served(helm), "the nowait kind", timeout=60)
+    apply_app(helm, "Nowait", "ext", {"external": True})
+    assert get_json(helm, HR, "nowait-ext", "-n", NS)["spec"]["install"]["disableWait"] is True
+    settled(helm, "nowaits", "ext", generation_of="nowait-ext")
+    assert get_json(helm, "deployment", "nowait-ext-external", "-n", NS)["status"].get("readyReplicas") is None
+    kubectl(helm, "delete", "nowait", "ext", "-n", NS, "--wait=false")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "helm_agl's DefinitionReconciler rolls a definition out only when metadata.generation changes "
+    "(reconciler.py: _rolled_out[name] != defn.generation); the timeout/disable-wait annotations are metadata "
+    "and do not bump the generation, so changing them alone never reaches existing HelmReleases"))
+def test_a_changed_disable_wait_annotation_is_rolled_out(helm: Cluster) -> None:
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("latewait", "false")))
+    wait_for(lambda: "latewaits" in served(helm), "the latewait kind", timeout=60)
+    apply_app(helm, "Latewait", "ext", {})
+    settled(helm, "latewaits", "ext", generation_of="latewait-ext")
+    try:
+        kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("latewait", "true")))
+        wait_for(lambda: get_json(helm, HR, "latewait-ext", "-n", NS)["spec"]["install"].get("disableWait") is True,
+                 "disableWait rolled out to the HelmRelease", timeout=30)
+    finally:
+        kubectl(helm, "delete", "latewait", "ext", "-n", NS, "--wait=false")
+
+
+def test_recorded_statuses_carry_what_the_projection_reads(reference: Any) -> None:
+    """helm_agl projects ``status.version`` from ``lastAttemptedRevision`` and the ``Ready``/``Released``
+    conditions (SPEC §2); the unit tests use ``reference/status/hr-status-*.yaml``. Every status helm-controller
+    really wrote must carry those fields in the reference's shape, and where they differ the real one wins."""
+    ready_ref = reference("hr-status-ready")["status"]
+    for path in sorted(RECORDED.glob("helmrelease-*.yaml")):
+        real = yaml.safe_load(path.read_text())["status"]
+        types = {c["type"]: c for c in real["conditions"]}
+        assert {"Ready", "Released"} <= set(types), path.name
+        assert isinstance(real["lastAttemptedRevision"], str), path.name
+        assert set(types["Ready"]) == set(next(c for c in ready_ref["conditions"] if c["type"] == "Ready")), path.name
+    installed = yaml.safe_load((RECORDED / "helmrelease-installed.yaml").read_text())["status"]
+    # From a HelmChart source the revision is the bare chart version (the reference, from an OCIRepository,
+    # has "<version>+<digest>" and a lastAttemptedRevisionDigest): VERSION shows exactly the chart version.
+    assert installed["lastAttemptedRevision"] == "0.1.0" and "lastAttemptedRevisionDigest" not in installed
+    failed = yaml.safe_load((RECORDED / "helmrelease-failed.yaml").read_text())["status"]
+    # helm_agl writes RetryOnFailure and no remediation: a failed install is retried forever, reported by a
+    # third condition (Reconciling/ProgressingWithRetry) next to Ready=False, never Stalled/RetriesExceeded.
+    assert {(c["type"], c["reason"]) for c in failed["conditions"]} == {
+        ("Ready", "InstallFailed"), ("Released", "InstallFailed"), ("Reconciling", "ProgressingWithRetry")}
+
+
+def test_cozystack_shaped_definition_installs_through_an_external_artifact(helm: Cluster) -> None:
+    """The sample postgres definition is cozystack's shape: chartRef ExternalArtifact, waitStrategy poller and
+    health checks for a kind no chart here renders."""
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(load_fixture("postgres.yaml")))
+    wait_for(lambda: "postgreses" in served(helm), "the postgres kind", timeout=60)
+    apply_app(helm, "Postgres", "orders", {"replicas": 3})
+    app = settled(helm, "postgreses", "orders", generation_of="postgres-orders")
+    assert app["status"]["version"] == "0.24.1"
+    assert configmap(helm, "postgres-orders")["replicas"] == "3"
+    recorded("installed-external-artifact", get_json(helm, HR, "postgres-orders", "-n", NS))
+    kubectl(helm, "delete", "postgres", "orders", "-n", NS, "--wait=false")
