@@ -2,10 +2,11 @@
 
 Only I/O lives here: every write goes validate -> build -> admit (the
 cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
-kube-apiserver -> project.  Reads (get, list) go to kube-apiserver so they are as consistent as
-the backing object itself; watches are served from one :class:`shared.client.informer.Informer`
-per kind, so any number of ``kubectl get -w`` share one upstream watch and survive a
-kube-apiserver restart.
+kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
+cheapest consistent read); lists are answered from the informer whenever that is as consistent as
+kube-apiserver would be (:meth:`Informer.snapshot`), else from kube-apiserver; watches are served
+from one :class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w``
+share one upstream watch and survive a kube-apiserver restart.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer
+from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
 
 from .build import build
@@ -50,7 +51,8 @@ class ApplicationStorage:
         self._events = events
         self._admit = admit
         self._informer = Informer(
-            releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}"
+            releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
+            transform=without_managed_fields,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -112,6 +114,9 @@ class ApplicationStorage:
         return app
 
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
+        cached = await self._cached_list(namespace, options)
+        if cached is not None:
+            return cached
         page = await self._releases.list(
             namespace,
             label_selector=self._backing_selector(options),
@@ -125,6 +130,29 @@ class ApplicationStorage:
         list_meta = {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k)}
         return {"apiVersion": self.info.api_version, "kind": self.info.list_kind, "metadata": list_meta,
                 "items": items}
+
+    async def _cached_list(self, namespace: str | None, options: ListOptions) -> JSON | None:
+        """The list from the informer when kube's resourceVersion semantics allow it (see
+        :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
+        if options.continue_token:
+            return None
+        snapshot = await self._informer.snapshot(options.resource_version)
+        if snapshot is None:
+            return None
+        backing, rv = snapshot
+        user_selector = selectors.parse_label_selector(options.label_selector)
+        items = []
+        for hr in backing:
+            if namespace and (hr.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            app = self._to_app(hr)
+            if (app is not None and selectors.matches(user_selector, app["metadata"].get("labels") or {})
+                    and selectors.field_matches(options.field_selector, app)):
+                items.append(app)
+        if options.limit and len(items) > options.limit:
+            return None
+        return {"apiVersion": self.info.api_version, "kind": self.info.list_kind,
+                "metadata": {"resourceVersion": rv}, "items": items}
 
     async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
         user_selector = selectors.parse_label_selector(options.label_selector)

@@ -1,13 +1,18 @@
-"""Benchmarks of SPEC §8, reported as ratios against the direct operation in the same run.
+"""Benchmarks of SPEC §8 for both services, reported as ratios against the direct operation in the same run.
 
-``nox -s bench [-- --count N]`` starts a cluster named ``bench``, helm_agl, one Helm kind, and measures:
+``nox -s bench [-- --stacks helm_agl --rounds 3]`` starts a cluster named ``bench`` and, for each service in
+turn, the service and one sample kind, and measures:
 
-- B1 create / get / list of Applications through aggregation vs the same on HelmReleases directly;
-- B2 rolling a definition change out to every instance vs a raw patch loop with the same concurrency;
-- B3 helm_agl's resident memory with N Applications (absolute, and per Application);
-- B4 watch latency, backing change -> event, through aggregation vs a direct HelmRelease watch (p50/p99).
+- B1 create / get / list of 1000 Applications through aggregation vs the same on the backing objects directly;
+- B2 rolling a definition change out to 1000 instances vs a raw patch loop with the same concurrency (8);
+- B3 the service's resident memory at 1000, 5000 and 10000 Applications;
+- B4 watch latency, backing change -> event, through aggregation vs a direct watch (p50/p99);
+- the scale curve: get and list cost and RSS at 100 / 1000 / 5000 / 10000 Applications.
 
-These are measurements, never assertions: the numbers go to stdout (and ``--json`` to a file).
+Every ratio is computed per round, aggregated and direct interleaved in that round so that a change of machine
+load hits both sides; a figure is the median of the rounds' ratios, reported with their range.  These are
+measurements, never assertions.  ``--out DIR`` writes ``benchmarks.json``, ``benchmarks.md`` and
+``benchmarks-scale.png`` there; ``--profile DIR`` records a py-spy flame graph of each service during B1.
 """
 
 from __future__ import annotations
@@ -15,12 +20,19 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import platform
 import ssl
 import statistics
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +41,40 @@ from localcluster import crds, services
 from localcluster.cluster import Cluster
 
 SAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "definitions"
-NS = "bench"
-APPS = "/apis/apps.cozystack.io/v1alpha1"
-HRS = "/apis/helm.toolkit.fluxcd.io/v2"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+B1_COUNT = 1000
+SCALE_POINTS = (100, 1000, 5000, 10000)
+CONCURRENCY = 8
+#: Annotation key a backing object carries for the Application annotation ``bench-marker``.
+MARKER = "apps.cozystack.io-bench-marker"
+KIND_LABEL = "apps.cozystack.io/application.kind"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What the benchmark needs to know about one service and the sample kind it serves."""
+
+    service: services.Service
+    definition: str
+    apps: str
+    plural: str
+    kind: str
+    backing: str
+    backing_plural: str
+    prefix: str
+    spec: dict[str, Any]
+    #: Definition change rolled out in B2: (path in the definition, path in the backing object, new value).
+    rollout: tuple[tuple[str, ...], tuple[str, ...], str]
+
+
+STACKS = {
+    "helm_agl": Stack(services.HELM_AGL, "redis.yaml", "/apis/apps.cozystack.io/v1alpha1", "redises", "Redis",
+                      "/apis/helm.toolkit.fluxcd.io/v2", "helmreleases", "redis-", {"replicas": 2},
+                      (("spec", "release", "chartRef", "name"), ("spec", "chartRef", "name"), "redis-bench-v2")),
+    "tofu_agl": Stack(services.TOFU_AGL, "vpc.yaml", "/apis/tofu.apps.cozystack.io/v1alpha1", "vpcs", "VPC",
+                      "/apis/infra.contrib.fluxcd.io/v1alpha2", "terraforms", "vpc-", {"region": "eu-west-1"},
+                      (("spec", "terraform", "path"), ("spec", "path"), "./modules/vpc-bench-v2")),
+}
 
 
 class Client:
@@ -41,7 +84,7 @@ class Client:
         self.ctx = ssl.create_default_context(cafile=str(cluster.pki_dir / "ca.crt"))
         self.ctx.load_cert_chain(str(cluster.pki_dir / "admin.crt"), str(cluster.pki_dir / "admin.key"))
         self.port = int(cluster.server.rsplit(":", 1)[1])
-        self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=60)
+        self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=120)
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -59,129 +102,48 @@ class Client:
         return conn.getresponse()
 
 
+class Pool:
+    """``CONCURRENCY`` threads, each with its own keep-alive connection, for bulk work and raw patch loops."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.local = threading.local()
+
+    def client(self) -> Client:
+        if not hasattr(self.local, "client"):
+            self.local.client = Client(self.cluster)
+        client: Client = self.local.client
+        return client
+
+    def run(self, fn: Callable[[Client, Any], Any], items: list[Any]) -> None:
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            list(pool.map(lambda item: fn(self.client(), item), items))
+
+
+@dataclass
+class Figure:
+    """One benchmark: per-round (aggregated, direct) seconds; the figure is the median ratio."""
+
+    name: str
+    what: str
+    rounds: list[tuple[float, float]] = field(default_factory=list)
+
+    def ratios(self) -> list[float]:
+        return [a / d for a, d in self.rounds]
+
+    def summary(self) -> dict[str, Any]:
+        ratios = self.ratios()
+        return {"ratio": round(statistics.median(ratios), 3), "min": round(min(ratios), 3),
+                "max": round(max(ratios), 3), "rounds": len(ratios),
+                "aggregated_ms": round(statistics.median(a for a, _ in self.rounds) * 1000, 2),
+                "direct_ms": round(statistics.median(d for _, d in self.rounds) * 1000, 2), "what": self.what}
+
+
 def timed(fn: Callable[[], Any], repeat: int) -> float:
     start = time.perf_counter()
     for _ in range(repeat):
         fn()
     return (time.perf_counter() - start) / repeat
-
-
-def ratio_line(name: str, through: float, direct: float, unit: str = "ms") -> dict[str, Any]:
-    scale = 1000 if unit == "ms" else 1
-    print(f"{name:<34} aggregated {through * scale:9.2f} {unit}   direct {direct * scale:9.2f} {unit}   "
-          f"ratio {through / direct:6.2f}", flush=True)
-    return {"name": name, "aggregated": through, "direct": direct, "ratio": through / direct}
-
-
-def b1(client: Client, count: int, results: list[dict[str, Any]]) -> None:
-    names = [f"b1-{i}" for i in range(count)]
-    start = time.perf_counter()
-    for name in names:
-        client.call("POST", f"{APPS}/namespaces/{NS}/redises", {
-            "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Redis",
-            "metadata": {"name": name, "namespace": NS}, "spec": {"replicas": 2}})
-    aggregated = (time.perf_counter() - start) / count
-    template = client.call("GET", f"{HRS}/namespaces/{NS}/helmreleases/redis-{names[0]}")
-    start = time.perf_counter()
-    for name in names:
-        body = {"apiVersion": template["apiVersion"], "kind": "HelmRelease",
-                "metadata": {"name": f"direct-{name}", "namespace": NS,
-                             "labels": {"bench": "direct"}}, "spec": template["spec"]}
-        client.call("POST", f"{HRS}/namespaces/{NS}/helmreleases?fieldValidation=Strict", body)
-    direct = (time.perf_counter() - start) / count
-    results.append(ratio_line(f"B1 create (x{count})", aggregated, direct))
-    repeat = min(count, 200)
-    results.append(ratio_line(
-        f"B1 get (x{repeat})",
-        timed(lambda: client.call("GET", f"{APPS}/namespaces/{NS}/redises/{names[0]}"), repeat),
-        timed(lambda: client.call("GET", f"{HRS}/namespaces/{NS}/helmreleases/redis-{names[0]}"), repeat)))
-    results.append(ratio_line(
-        f"B1 list of {count} (x10)",
-        timed(lambda: client.call("GET", f"{APPS}/namespaces/{NS}/redises"), 10),
-        timed(lambda: client.call("GET", f"{HRS}/namespaces/{NS}/helmreleases?labelSelector="
-                                  "apps.cozystack.io%2Fapplication.kind%3DRedis"), 10)))
-
-
-def b2(cluster: Cluster, client: Client, count: int, results: list[dict[str, Any]]) -> None:
-    defn = yaml.safe_load((SAMPLES / "redis.yaml").read_text())
-    defn["spec"]["release"]["chartRef"]["name"] = "redis-bench-v2"
-
-    def rolled() -> int:
-        items = client.call("GET", f"{HRS}/namespaces/{NS}/helmreleases?labelSelector="
-                            "apps.cozystack.io%2Fapplication.kind%3DRedis")["items"]
-        return sum(1 for hr in items if hr["spec"]["chartRef"]["name"] == "redis-bench-v2")
-
-    start = time.perf_counter()
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(defn))
-    while rolled() < count:
-        time.sleep(0.05)
-    aggregated = time.perf_counter() - start
-    direct_names = [hr["metadata"]["name"] for hr in client.call(
-        "GET", f"{HRS}/namespaces/{NS}/helmreleases?labelSelector=bench%3Ddirect")["items"]]
-    local = threading.local()
-
-    def patch(name: str) -> None:
-        if not hasattr(local, "client"):
-            local.client = Client(cluster)
-        local.client.call("PATCH", f"{HRS}/namespaces/{NS}/helmreleases/{name}",
-                          {"spec": {"chartRef": {"name": "redis-bench-v2"}}}, "application/merge-patch+json")
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(patch, direct_names))
-    direct = time.perf_counter() - start
-    results.append(ratio_line(f"B2 rollout to {count}", aggregated, direct, unit="s"))
-
-
-def b3(service: services.Running, count: int, baseline_kib: int, results: list[dict[str, Any]]) -> None:
-    rss = rss_kib(service.pid)
-    print(f"B3 helm_agl RSS with {count} Applications: {rss / 1024:.1f} MiB "
-          f"(baseline {baseline_kib / 1024:.1f} MiB, {(rss - baseline_kib) / max(count, 1):.2f} KiB each)")
-    results.append({"name": "B3 rss", "rss_kib": rss, "baseline_kib": baseline_kib, "count": count})
-
-
-def b4(client: Client, samples: int, results: list[dict[str, Any]]) -> None:
-    target = "b1-0"
-
-    def latencies(path: str) -> list[float]:
-        sent: dict[str, float] = {}
-        seen: list[float] = []
-        resp = client.stream(path)
-        done = threading.Event()
-
-        def reader() -> None:
-            for line in resp:
-                event = json.loads(line)
-                marker = (event["object"].get("metadata", {}).get("annotations") or {})
-                for key, value in marker.items():
-                    if key.endswith("bench-marker") and value in sent and value not in done_markers:
-                        done_markers.add(value)
-                        seen.append(time.perf_counter() - sent[value])
-                if len(seen) >= samples:
-                    done.set()
-                    return
-
-        done_markers: set[str] = set()
-        thread = threading.Thread(target=reader, daemon=True)
-        thread.start()
-        time.sleep(0.5)
-        for i in range(samples):
-            marker = f"{path[-8:]}-{i}-{time.time_ns()}"
-            sent[marker] = time.perf_counter()
-            client.call("PATCH", f"{HRS}/namespaces/{NS}/helmreleases/redis-{target}",
-                        {"metadata": {"annotations": {"apps.cozystack.io-bench-marker": marker}}},
-                        "application/merge-patch+json")
-            time.sleep(0.02)
-        done.wait(30)
-        resp.close()
-        return seen
-
-    through = latencies(f"{APPS}/namespaces/{NS}/redises?watch=true&fieldSelector=metadata.name%3D{target}")
-    direct = latencies(f"{HRS}/namespaces/{NS}/helmreleases?watch=true&fieldSelector=metadata.name%3Dredis-{target}")
-    for label, pick in (("p50", 0.5), ("p99", 0.99)):
-        a = statistics.quantiles(through, n=100)[int(pick * 100) - 1] if len(through) > 1 else through[0]
-        d = statistics.quantiles(direct, n=100)[int(pick * 100) - 1] if len(direct) > 1 else direct[0]
-        results.append(ratio_line(f"B4 watch latency {label} ({len(through)})", a, d))
 
 
 def rss_kib(pid: int) -> int:
@@ -191,35 +153,345 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+class Bench:
+    """The benchmarks of one service, on a cluster where the service runs."""
+
+    def __init__(self, cluster: Cluster, stack: Stack, pid: int, rounds: int) -> None:
+        self.cluster, self.stack, self.pid, self.rounds = cluster, stack, pid, rounds
+        self.client = Client(cluster)
+        self.pool = Pool(cluster)
+        self.figures: dict[str, Figure] = {}
+        self.scale: list[dict[str, Any]] = []
+        self.rss: dict[str, float] = {}
+        self.template: dict[str, Any] = {}
+
+    def app_path(self, namespace: str | None, name: str = "") -> str:
+        base = f"{self.stack.apps}/namespaces/{namespace}/{self.stack.plural}" if namespace else \
+            f"{self.stack.apps}/{self.stack.plural}"
+        return f"{base}/{name}" if name else base
+
+    def backing_path(self, namespace: str | None, name: str = "") -> str:
+        s = self.stack
+        base = f"{s.backing}/namespaces/{namespace}/{s.backing_plural}" if namespace else \
+            f"{s.backing}/{s.backing_plural}"
+        return f"{base}/{name}" if name else base
+
+    def app(self, namespace: str, name: str) -> dict[str, Any]:
+        s = self.stack
+        return {"apiVersion": s.apps.removeprefix("/apis/"), "kind": s.kind,
+                "metadata": {"name": name, "namespace": namespace}, "spec": s.spec}
+
+    def figure(self, key: str, what: str) -> Figure:
+        return self.figures.setdefault(key, Figure(key, what))
+
+    # ------------------------------------------------------------------ B1
+    def b1(self) -> None:
+        s, per_round = self.stack, B1_COUNT // self.rounds
+        self.b1_count = per_round * self.rounds
+        create = self.figure("b1_create", f"one create, mean of {per_round} per round")
+        for r in range(self.rounds):
+            names = [f"b1-{r}-{i}" for i in range(per_round)]
+            aggregated = timed(iter_call(self.client, "POST", self.app_path("bench"),
+                                         [self.app("bench", n) for n in names]), per_round)
+            bodies = [self.direct_body(f"direct-{n}", {"bench": "direct"}) for n in names]
+            direct = timed(iter_call(self.client, "POST", self.backing_path("bench") + "?fieldValidation=Strict",
+                                     bodies), per_round)
+            create.rounds.append((aggregated, direct))
+        first = f"b1-0-{0}"
+        get = self.figure("b1_get", "one get of the same object, mean of 200 per round")
+        list_ = self.figure("b1_list_1000", "one list of the namespace's 1000 objects, mean of 3 per round")
+        cached = self.figure("b1_list_1000_rv0", "the same list with resourceVersion=0 (both sides may answer "
+                                                 "from their watch cache), mean of 3 per round")
+        selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
+        for _ in range(self.rounds):
+            get.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench", first)), 200),
+                               timed(lambda: self.client.call("GET", self.backing_path("bench", s.prefix + first)),
+                                     200)))
+            list_.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench")), 3),
+                                 timed(lambda: self.client.call("GET", self.backing_path("bench") + selector), 3)))
+            cached.rounds.append((
+                timed(lambda: self.client.call("GET", self.app_path("bench") + "?resourceVersion=0"), 3),
+                timed(lambda: self.client.call("GET", self.backing_path("bench") + selector + "&resourceVersion=0"),
+                      3)))
+
+    def direct_body(self, name: str, labels: dict[str, str], namespace: str = "bench") -> dict[str, Any]:
+        t = self.template
+        return {"apiVersion": t["apiVersion"], "kind": t["kind"],
+                "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                             "annotations": t["metadata"].get("annotations") or {}},
+                "spec": t["spec"]}
+
+    # ------------------------------------------------------------------ B2
+    def b2(self) -> None:
+        s = self.stack
+        defn_path, backing_field, value = s.rollout
+        rollout = self.figure("b2_rollout_1000", "definition change until all 1000 backing objects carry it, "
+                                                 "vs 1000 raw merge patches 8 in flight; one per round")
+        defn = yaml.safe_load((SAMPLES / s.definition).read_text())
+        selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
+        direct_names = [o["metadata"]["name"] for o in self.client.call(
+            "GET", self.backing_path("bench") + "?labelSelector=bench%3Ddirect")["items"]]
+        for r in range(self.rounds):
+            wanted = f"{value}-{r}"
+            dig(defn, defn_path[:-1])[defn_path[-1]] = wanted
+
+            def rolled(want: str = wanted) -> int:
+                items = self.client.call("GET", self.backing_path("bench") + selector)["items"]
+                return sum(1 for o in items if dig(o, backing_field) == want)
+
+            start = time.perf_counter()
+            self.cluster.kubectl("apply", "-f", "-", input=json.dumps(defn))
+            while rolled() < self.b1_count:
+                time.sleep(0.05)
+            aggregated = time.perf_counter() - start
+            patch: dict[str, Any] = {}
+            dig_set(patch, backing_field, wanted)
+
+            def raw_patch(client: Client, name: str, body: dict[str, Any] = patch) -> None:
+                client.call("PATCH", self.backing_path("bench", name), body, "application/merge-patch+json")
+
+            start = time.perf_counter()
+            self.pool.run(raw_patch, direct_names)
+            rollout.rounds.append((aggregated, time.perf_counter() - start))
+
+    # ------------------------------------------------------------------ B4
+    def b4(self, samples: int) -> None:
+        s, target = self.stack, "b1-0-0"
+        p50 = self.figure("b4_watch_p50", f"median latency of {samples} changes per round")
+        p99 = self.figure("b4_watch_p99", f"99th percentile of {samples} changes per round")
+        for _ in range(self.rounds):
+            through = self.latencies(self.app_path("bench") + f"?watch=true&fieldSelector=metadata.name%3D{target}",
+                                     samples)
+            direct = self.latencies(self.backing_path("bench") +
+                                    f"?watch=true&fieldSelector=metadata.name%3D{s.prefix}{target}", samples)
+            p50.rounds.append((statistics.median(through), statistics.median(direct)))
+            p99.rounds.append((statistics.quantiles(through, n=100)[98], statistics.quantiles(direct, n=100)[98]))
+
+    def latencies(self, path: str, samples: int) -> list[float]:
+        sent: dict[str, float] = {}
+        seen: dict[str, float] = {}
+        resp = self.client.stream(path)
+        done = threading.Event()
+
+        def reader() -> None:
+            for line in resp:
+                annotations = json.loads(line)["object"].get("metadata", {}).get("annotations") or {}
+                for key, value in annotations.items():
+                    if key.endswith("bench-marker") and value in sent and value not in seen:
+                        seen[value] = time.perf_counter() - sent[value]
+                if len(seen) >= samples:
+                    done.set()
+                    return
+
+        thread = threading.Thread(target=reader, daemon=True)
+        thread.start()
+        time.sleep(0.5)
+        for i in range(samples):
+            marker = f"{i}-{time.time_ns()}"
+            sent[marker] = time.perf_counter()
+            self.client.call("PATCH", self.backing_path("bench", f"{self.stack.prefix}b1-0-0"),
+                             {"metadata": {"annotations": {MARKER: marker}}}, "application/merge-patch+json")
+            time.sleep(0.02)
+        done.wait(30)
+        resp.close()
+        return list(seen.values())
+
+    # ------------------------------------------------------------------ scale
+    def seed(self) -> None:
+        """One Application through the service: its backing object is the template of every direct one."""
+        self.client.call("POST", self.app_path("scale"), self.app("scale", "seed"))
+        self.template = self.client.call("GET", self.backing_path("scale", self.stack.prefix + "seed"))
+
+    def grow(self, total: int) -> None:
+        """Create backing objects of Applications in namespace ``scale`` directly (fast) until ``total`` exist."""
+        count = total - self.total
+        labels = dict(self.template["metadata"].get("labels") or {})
+        name_label = next(k for k in labels if k.endswith("application.name"))
+        first = self.scale_count
+
+        def create(client: Client, i: int) -> None:
+            name = f"s-{i}"
+            client.call("POST", self.backing_path("scale"),
+                        self.direct_body(self.stack.prefix + name, {**labels, name_label: name}, "scale"))
+
+        self.pool.run(create, list(range(first, first + count)))
+        self.scale_count += count
+        self.total = total
+        self.wait_seen(total)
+
+    def clear_scale(self) -> None:
+        selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
+        self.client.call("DELETE", self.backing_path("scale") + selector)
+        self.total = 0
+        self.wait_seen(0)
+
+    def wait_seen(self, total: int) -> None:
+        deadline = time.monotonic() + 300
+        while len(self.client.call("GET", self.app_path(None))["items"]) != total:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the service does not show {total} Applications")
+            time.sleep(1)
+
+    total = 1
+    scale_count = 0
+    b1_count = B1_COUNT
+
+    def scale_point(self, total: int) -> None:
+        """RSS, one get and one list of every Application (median of a few) with ``total`` Applications."""
+        time.sleep(2)
+        rss = rss_kib(self.pid) / 1024
+        any_app = self.app_path("scale", "seed") if total < B1_COUNT else self.app_path("bench", "b1-0-0")
+        get_ms = statistics.median(timed(lambda: self.client.call("GET", any_app), 20) for _ in range(3)) * 1000
+        lists = 3 if total <= 5000 else 2
+        selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
+        list_ms = statistics.median(timed(lambda: self.client.call("GET", self.app_path(None)), 1)
+                                    for _ in range(lists)) * 1000
+        direct_list_ms = statistics.median(timed(lambda: self.client.call("GET", self.backing_path(None) + selector),
+                                                 1) for _ in range(lists)) * 1000
+        point = {"applications": total, "rss_mib": round(rss, 1), "get_ms": round(get_ms, 2),
+                 "list_ms": round(list_ms, 1), "direct_list_ms": round(direct_list_ms, 1)}
+        print(f"  scale {point}", flush=True)
+        self.scale.append(point)
+        if total >= 1000:
+            self.rss[str(round(total, -3))] = round(rss, 1)
+
+
+def dig_set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        obj = obj.setdefault(key, {})
+    obj[path[-1]] = value
+
+
+def iter_call(client: Client, method: str, path: str, bodies: list[Any]) -> Callable[[], Any]:
+    it = iter(bodies)
+    return lambda: client.call(method, path, next(it))
+
+
+@contextmanager
+def profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy records ``pid`` while the block runs (a flame graph SVG at ``out``); nothing when ``out`` is None."""
+    if out is None:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    proc = subprocess.Popen([str(spy), "record", "-p", str(pid), "-o", str(out), "-r", "200", "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        proc.send_signal(2)
+        proc.wait(60)
+
+
+def hops(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """What aggregation costs by itself: a request the service answers from memory (its group-version
+    discovery document) through kube-apiserver, vs the same kind of document kube-apiserver serves
+    itself; and a get through the service vs a direct get.  Medians of ``--rounds`` means of 200."""
+    stack, rounds = STACKS[name], args.rounds
+    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
+    try:
+        cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
+        bench = Bench(cluster, stack, service.pid, rounds)
+        time.sleep(3)
+        bench.client.call("POST", bench.app_path("bench"), bench.app("bench", "hop"))
+        paths = {"proxied_discovery": stack.apps, "local_discovery": stack.backing,
+                 "get_through_service": bench.app_path("bench", "hop"),
+                 "direct_get": bench.backing_path("bench", stack.prefix + "hop")}
+        out: dict[str, Any] = {}
+        for key, path in paths.items():
+
+            def get(target: str = path) -> Any:
+                return bench.client.call("GET", target)
+
+            out[key + "_ms"] = round(statistics.median(timed(get, 200) for _ in range(rounds)) * 1000, 2)
+        print(f"{name} hops: {out}", flush=True)
+        return out
+    finally:
+        services.stop(cluster, stack.service)
+
+
+def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
+    stack = STACKS[name]
+    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
+    try:
+        cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
+        time.sleep(3)
+        baseline = rss_kib(service.pid) / 1024
+        bench = Bench(cluster, stack, service.pid, args.rounds)
+        print(f"{name}: pid {service.pid}, baseline RSS {baseline:.1f} MiB", flush=True)
+        profile = args.profile / f"{name}-b1.svg" if args.profile else None
+        bench.seed()
+        bench.grow(100)
+        bench.scale_point(100)
+        bench.clear_scale()
+        with profiled(service.pid, profile):
+            bench.b1()
+        bench.total = bench.b1_count
+        bench.scale_point(bench.b1_count)
+        bench.b4(args.watch_samples)
+        bench.b2()
+        for total in SCALE_POINTS[2:]:
+            bench.grow(total)
+            bench.scale_point(total)
+        figures = {key: fig.summary() for key, fig in bench.figures.items()}
+        for key, value in figures.items():
+            print(f"  {key:<16} ratio {value['ratio']:5.2f}  [{value['min']:.2f}-{value['max']:.2f}]  "
+                  f"aggregated {value['aggregated_ms']:.2f} ms  direct {value['direct_ms']:.2f} ms", flush=True)
+        return {**figures, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1), "scale": bench.scale}
+    finally:
+        services.stop(cluster, stack.service)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
-    parser.add_argument("--count", type=int, default=1000, help="Applications to create (default %(default)s)")
-    parser.add_argument("--watch-samples", type=int, default=200)
-    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument("--stacks", nargs="+", default=list(STACKS), choices=list(STACKS))
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="repetitions of each figure; 1000 divided by it is B1's creates per round "
+                             "(default %(default)s)")
+    parser.add_argument("--watch-samples", type=int, default=100)
+    parser.add_argument("--out", type=Path, help="write benchmarks.json/.md and the scale PNG here (e.g. docs)")
+    parser.add_argument("--profile", type=Path, help="write py-spy flame graphs of B1 here")
+    parser.add_argument("--hops", action="store_true", help="only measure what aggregation itself costs")
+    parser.add_argument("--service-args", nargs="*", default=[], help="extra flags for the services, e.g. "
+                        "--service-args=--event-loop=asyncio")
     args = parser.parse_args(argv)
-    cluster = Cluster("bench")
+    started = time.monotonic()
+    cluster = Cluster(os.environ.get("AGL_BENCH_CLUSTER", "bench"))
     cluster.destroy()
-    cluster = Cluster("bench")
+    cluster = Cluster(os.environ.get("AGL_BENCH_CLUSTER", "bench"))
     cluster.up(fresh=True)
+    results: dict[str, Any] = {}
     try:
         crds.install(cluster)
-        service = services.start(cluster, services.HELM_AGL)
-        cluster.kubectl("create", "namespace", NS)
-        cluster.kubectl("apply", "-f", str(SAMPLES / "redis.yaml"))
-        time.sleep(3)
-        baseline = rss_kib(service.pid)
-        client = Client(cluster)
-        results: list[dict[str, Any]] = []
-        print(f"benchmarks with {args.count} Applications (helm_agl pid {service.pid})", flush=True)
-        b1(client, args.count, results)
-        b3(service, args.count, baseline, results)
-        b4(client, args.watch_samples, results)
-        b2(cluster, client, args.count, results)
-        if args.json:
-            args.json.write_text(json.dumps(results, indent=1))
+        cluster.kubectl("create", "namespace", "bench")
+        cluster.kubectl("create", "namespace", "scale")
+        for name in args.stacks:
+            results[name] = hops(cluster, name, args) if args.hops else run_stack(cluster, name, args)
+        if args.hops:
+            print(json.dumps(results, indent=1))
+            return 0
     finally:
-        services.stop(cluster, services.HELM_AGL)
+        for stack in STACKS.values():
+            services.stop(cluster, stack.service)
         cluster.destroy()
+    results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} " \
+                         f"{platform.python_version()}, load average at the end {os.getloadavg()[0]:.2f}"
+    results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    results["duration_s"] = round(time.monotonic() - started)
+    if args.out:
+        from tests.bench_report import write_report
+
+        write_report(results, args.out)
+    else:
+        print(json.dumps(results, indent=1))
     return 0
 
 

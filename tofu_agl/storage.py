@@ -2,10 +2,12 @@
 
 Only I/O lives here: every write goes validate -> build -> admit (the
 cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
-kube-apiserver -> project.  Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
-stacks side by side so Draft 2 can extract the common interface from real code).  Reads (get,
-list) go to kube-apiserver so they are as consistent as the backing object itself; watches are
-served from one :class:`shared.client.informer.Informer` per kind.
+kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1
+keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
+Gets go to kube-apiserver (one get is already the cheapest consistent read); lists are answered
+from the informer whenever that is as consistent as kube-apiserver would be
+(:meth:`Informer.snapshot`), else from kube-apiserver; watches are served from one
+:class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
 the *live* Terraform on the update path (``kubectl annotate`` is a merge patch, i.e. an update),
@@ -28,7 +30,7 @@ from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer
+from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import GVR, ObjectClient
 
 from . import plan
@@ -99,7 +101,8 @@ class ApplicationStorage:
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
         self._summaries = PlanSummaries()
         self._informer = Informer(
-            terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}"
+            terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
+            transform=without_managed_fields,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -220,6 +223,9 @@ class ApplicationStorage:
         return Content(body, content_type)
 
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
+        cached = await self._cached_list(namespace, options)
+        if cached is not None:
+            return cached
         page = await self._terraforms.list(
             namespace,
             label_selector=self._backing_selector(options),
@@ -233,6 +239,29 @@ class ApplicationStorage:
         list_meta = {k: meta[k] for k in ("resourceVersion", "continue", "remainingItemCount") if meta.get(k)}
         return {"apiVersion": self.info.api_version, "kind": self.info.list_kind, "metadata": list_meta,
                 "items": items}
+
+    async def _cached_list(self, namespace: str | None, options: ListOptions) -> JSON | None:
+        """The list from the informer when kube's resourceVersion semantics allow it (see
+        :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
+        if options.continue_token:
+            return None
+        snapshot = await self._informer.snapshot(options.resource_version)
+        if snapshot is None:
+            return None
+        backing, rv = snapshot
+        user_selector = selectors.parse_label_selector(options.label_selector)
+        items = []
+        for tf in backing:
+            if namespace and (tf.get("metadata") or {}).get("namespace") != namespace:
+                continue
+            app = self._to_app(tf)
+            if (app is not None and selectors.matches(user_selector, app["metadata"].get("labels") or {})
+                    and selectors.field_matches(options.field_selector, app)):
+                items.append(app)
+        if options.limit and len(items) > options.limit:
+            return None
+        return {"apiVersion": self.info.api_version, "kind": self.info.list_kind,
+                "metadata": {"resourceVersion": rv}, "items": items}
 
     async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
         user_selector = selectors.parse_label_selector(options.label_selector)

@@ -3,7 +3,8 @@
 It plays two roles at once, the way client-go's reflector and kube-apiserver's watch cache do:
 
 * a *cache*: an initial list, then a watch from the list's resourceVersion, keeps every current
-  object in memory so gets and lists of the served kinds do not cost a kube round trip;
+  object in memory so lists of the served kinds are answered without kube-apiserver serializing
+  them (:meth:`Informer.snapshot`, which keeps kube's resourceVersion semantics for reads);
 * a *watch source*: the last N events are retained with their resourceVersions, so a client of
   the aggregated API that watches from resourceVersion X gets exactly the events after X, or a
   410 when X is older than what is retained -- the contract kubectl and informers rely on.
@@ -40,6 +41,8 @@ from shared.client.kube import ObjectClient
 Key = tuple[str, str]
 ListFn = Callable[[], Awaitable[JSON]]
 WatchFn = Callable[[str], AsyncIterator[JSON]]
+ProbeFn = Callable[[], Awaitable[str]]
+Transform = Callable[[JSON], JSON]
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +89,8 @@ class Informer:
     and ``watch_fn(rv)`` yields raw ``{"type", "object"}`` events after ``rv`` until the stream
     ends, raising on failure.
 
-    Objects held by the cache are shared; :meth:`get`/:meth:`list` return copies by default and
-    subscription events always carry copies, so callers may mutate what they receive.
+    Objects held by the cache are shared: :meth:`snapshot` hands out the cache's own (read-only),
+    subscription events always carry copies, so subscribers may mutate what they receive.
     """
 
     def __init__(
@@ -105,6 +108,9 @@ class Informer:
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
         name: str = "",
+        transform: Transform | None = None,
+        probe_fn: ProbeFn | None = None,
+        catch_up: float = 0.01,
     ) -> None:
         if list_fn is None or watch_fn is None:
             if client is None:
@@ -119,11 +125,22 @@ class Informer:
                     namespace, label_selector, rv, timeout_seconds=watch_timeout, allow_bookmarks=True
                 )
 
+            async def default_probe() -> str:
+                # The cheapest consistent read there is: its list RV is the current revision.
+                page = await oc.list(namespace, limit=1)
+                return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
             list_fn = list_fn or default_list
             watch_fn = watch_fn or default_watch
+            probe_fn = probe_fn or default_probe
         self.name = name or (client.gvr.plural if client else "informer")
         self._list_fn: ListFn = list_fn
         self._watch_fn: WatchFn = watch_fn
+        self._probe_fn = probe_fn
+        self._transform = transform
+        self._catch_up = catch_up
+        #: Set (and replaced) whenever the cache's resourceVersion advances; readers wait on it.
+        self._advanced = asyncio.Event()
         self._history: deque[_Record] = deque(maxlen=max(history_size, 1))
         self._max_q = max(queue_size, 1)
         self._backoff_initial = backoff_initial
@@ -190,6 +207,54 @@ class Informer:
     def resource_version(self) -> str:
         """The last resourceVersion seen (from a list, an event or a bookmark)."""
         return self._rv
+
+    # ------------------------------------------------------------------ reads
+
+    async def snapshot(self, resource_version: str | None) -> tuple[list[JSON], str] | None:
+        """The cached objects (sorted by namespace and name, as kube-apiserver lists them) and the
+        resourceVersion they are current at, when kube's semantics for ``resource_version`` allow
+        answering from the cache; None when the caller must read kube-apiserver instead.
+
+        ``"0"`` means any state, so the cache answers as it is.  ``""``/None is a consistent read: the
+        cache answers only once it has seen the current revision (one ``limit=1`` list, the cheapest
+        consistent read) -- waiting ``catch_up`` seconds for events still in flight.  The cache cannot
+        tell "no event of mine happened since" from "an event is late" (kube-apiserver sends no
+        progress bookmark on demand), so after writes elsewhere in the cluster it declines, and the
+        caller's direct read keeps the answer consistent.  Any other RV is "not older than" it.
+
+        The objects are the cache's own: callers must not mutate them.
+        """
+        if not self.synced or self._stopped:
+            return None
+        if resource_version != "0":
+            if resource_version:
+                try:
+                    wanted = parse_rv(resource_version)
+                except ValueError:
+                    return None
+            elif self._probe_fn is None:
+                return None
+            else:
+                wanted = parse_rv(await self._probe_fn())
+            if not await self._reached(wanted):
+                return None
+        return [obj for _, obj in sorted(self._objects.items())], self._rv
+
+    async def _reached(self, rv: int) -> bool:
+        """Whether the cache reaches ``rv`` within ``catch_up`` seconds."""
+        if self._rv_int >= rv:
+            return True
+        try:
+            async with asyncio.timeout(self._catch_up):
+                while self._rv_int < rv:
+                    await self._advanced.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def _notify_advanced(self) -> None:
+        self._advanced.set()
+        self._advanced = asyncio.Event()
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -320,6 +385,7 @@ class Informer:
             if rv > self._rv_int:
                 self._rv, self._rv_int = rv_text, rv
                 self._broadcast(BOOKMARK, self._bookmark_object(rv_text), rv)
+                self._notify_advanced()
             return
         if type_ not in (ADDED, MODIFIED, DELETED):
             log.debug("%s: ignoring watch event of type %s", self.name, type_)
@@ -327,6 +393,8 @@ class Informer:
         if rv <= self._rv_int:
             # Already seen (kube never resends, but a duplicate must never reach subscribers).
             return
+        if self._transform is not None:
+            obj = self._transform(obj)
         key = _key(obj)
         if type_ == DELETED:
             self._objects.pop(key, None)
@@ -334,6 +402,7 @@ class Informer:
             self._objects[key] = obj
         self._record(rv, type_, obj)
         self._rv = rv_text
+        self._notify_advanced()
 
     def _record(self, rv: int, type_: str, obj: JSON) -> None:
         if len(self._history) == self._history.maxlen:
@@ -351,10 +420,13 @@ class Informer:
         fresh: dict[Key, JSON] = {}
         for item in data.get("items") or []:
             self._fill_type(item)
+            if self._transform is not None:
+                item = self._transform(item)
             fresh[_key(item)] = item
         if not self._synced.is_set():
             self._reset(fresh, rv_text, list_rv)
             self._synced.set()
+            self._notify_advanced()
             log.info("%s: synced %d objects at resourceVersion %s", self.name, len(fresh), rv_text)
             return
         try:
@@ -365,6 +437,7 @@ class Informer:
                 sub._finish(errors.gone(f"the watch cache was reset: {why}"))
             self._subs.clear()
             self._reset(fresh, rv_text, list_rv)
+            self._notify_advanced()
             return
         self._objects = fresh
         for rec in changes:
@@ -373,6 +446,7 @@ class Informer:
             log.info("%s: relist at %s emitted %d synthetic events", self.name, rv_text, len(changes))
         self._rv, self._rv_int = rv_text, list_rv
         self._broadcast(BOOKMARK, self._bookmark_object(rv_text), list_rv)
+        self._notify_advanced()
 
     def _reset(self, fresh: dict[Key, JSON], rv_text: str, list_rv: int) -> None:
         self._objects = fresh
@@ -424,6 +498,15 @@ class Informer:
             item["kind"] = kind[: -len("List")]
         if "apiVersion" not in item and self._list_meta.get("apiVersion"):
             item["apiVersion"] = self._list_meta["apiVersion"]
+
+
+def without_managed_fields(obj: JSON) -> JSON:
+    """A :data:`Transform` for caches whose readers never show ``managedFields`` (most of an
+    object's metadata by size): the cached copy leaves them out."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
 
 
 def _rv_sort_key(obj: JSON) -> int:

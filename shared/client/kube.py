@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import orjson
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -48,7 +49,6 @@ WATCH_READ_SLACK = 30.0
 #: ``asyncio.TimeoutError`` is ``TimeoutError`` (an ``OSError``) on 3.11, listed for clarity.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, asyncio.TimeoutError, OSError)
 
-_RESPONSE_TYPES = {200: "object", 201: "object", 202: "object"}
 _MAX_ERROR_BODY = 1 << 20
 
 _DEFAULT_REASONS = {
@@ -172,7 +172,7 @@ def _parse_status(body: bytes | str | None) -> JSON:
     if not body:
         return {}
     try:
-        parsed = json.loads(body)
+        parsed = decode(body)
     except (ValueError, UnicodeDecodeError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
@@ -215,24 +215,44 @@ async def request_json(
     """
     headers = {"Accept": "application/json", "Content-Type": content_type}
     try:
-        data = await api.call_api(
+        # Unparsed: the generated client would decode with the json module and then walk the result
+        # again to "deserialize" it; orjson decodes several times faster and shares the keys it
+        # decodes across objects (less memory for what the informers keep).
+        resp: aiohttp.ClientResponse = await api.call_api(
             path,
             method,
             path_params={},
             query_params=list(query),
             header_params=headers,
             body=body,
-            response_types_map=_RESPONSE_TYPES,
             auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            _preload_content=True,
+            _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(total=request_timeout),
         )
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
     except ApiException as exc:
         raise from_api_exception(exc) from exc
     except NETWORK_ERRORS as exc:
         raise unavailable_error(exc) from exc
+    if not 200 <= resp.status < 300:
+        raise status_error(resp.status, raw, resp.headers)
+    try:
+        data = decode(raw) if raw else {}
+    except ValueError as exc:
+        raise errors.internal(f"kube-apiserver answered {method} {path} with malformed JSON: {raw[:200]!r}") from exc
     return data if isinstance(data, dict) else {}
+
+
+def decode(raw: bytes | str) -> Any:
+    """JSON from kube-apiserver: orjson, or the json module for what orjson refuses (integers
+    beyond 64 bits in a user's spec), so that nothing kube-apiserver accepted becomes an error here."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def _flag(value: bool) -> str:
@@ -468,7 +488,7 @@ async def _read_line(resp: aiohttp.ClientResponse) -> JSON | None:
     if not raw:
         return {}
     try:
-        event = json.loads(raw)
+        event = decode(raw)
     except ValueError as exc:
         raise errors.internal(f"malformed watch event from kube-apiserver: {raw[:200]!r}") from exc
     if isinstance(event, dict) and "type" in event:
