@@ -56,4 +56,6 @@ class Gate:
             allowed = await self.authorizer.authorize(user, attrs)
         self._metrics.authorization_decisions.labels("allow" if allowed else "deny").inc()
         if not allowed:
-            raise errors.forbidden(user.name, attrs.verb, attrs.resource, attrs.group, attrs.namespace, attrs.name)
+            # kube-apiserver names a subresource as "<resource>/<subresource>" in the message.
+            resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+            raise errors.forbidden(user.name, attrs.verb, resource, attrs.group, attrs.namespace, attrs.name)

@@ -130,7 +130,10 @@ HELM_RULES = expected_rules("helm.toolkit.fluxcd.io", "helmreleases", "applicati
 
 
 def tofu_rules(group: str) -> list[Doc]:
-    return expected_rules("infra.contrib.fluxcd.io", "terraforms", "tofuapplicationdefinitions", f"v1alpha1.{group}")
+    rules = expected_rules("infra.contrib.fluxcd.io", "terraforms", "tofuapplicationdefinitions", f"v1alpha1.{group}")
+    # Plan preview: the readable plan tofu-controller keeps, found by its labels.
+    rules.insert(-1, {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["list"]})
+    return rules
 
 
 # ------------------------------------------------------------------------- rendering checks
@@ -506,6 +509,11 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert can("get", "", "configmaps", namespace="kube-system", name="extension-apiserver-authentication")
     assert not can("get", "", "secrets", namespace="kube-system")
     assert not can("get", "", "secrets", namespace="tenant-x")
+    # Only tofu_agl lists ConfigMaps and Secrets (the readable plans tofu-controller keeps); nobody writes them.
+    reads_plans = svc == TOFU_SVC
+    for resource in ("configmaps", "secrets"):
+        assert can("list", "", resource, namespace="tenant-x") == reads_plans, resource
+        assert not can("create", "", resource, namespace="tenant-x")
     assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
     # Admission: the policies and bindings read, never written; namespaces read one at a time.
     for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):

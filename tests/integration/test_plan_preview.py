@@ -364,6 +364,7 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
     # Straight to the service as kube-apiserver's front proxy: its own SubjectAccessReview names the subresource.
     code, body = as_front_proxy(cluster, tofu_service.port, plan_url(plural, name), f"{plural}-reader")
     assert code == 403 and body["reason"] == "Forbidden" and f'User "{plural}-reader"' in body["message"], body
+    assert f'resource "{plural}/plan"' in body["message"], body
     code, body = as_front_proxy(cluster, tofu_service.port, plan_url(plural, name), f"{plural}-reviewer")
     assert code == 200 and "terraform_data.server" in body and PASSWORD not in body, body
 

@@ -74,6 +74,7 @@ every template renders both from one definition. Templates read it with
       "backingResource" "terraforms"
       "definitions" "tofuapplicationdefinitions"
       "crdFile" "files/crds/cozystack.io_tofuapplicationdefinitions.yaml"
+      "readsPlans" true
       "args" (list "--group" .Values.tofuAgl.group)
       "values" .Values.tofuAgl) -}}
 {{- end -}}
