@@ -46,7 +46,7 @@ ROLLOUT_CONCURRENCY = 8
 ROLLOUT_ATTEMPTS = 5
 #: Wait between rollout rounds: 0.5 s doubling up to 30 s, plus up to 1 s of jitter so definitions
 #: failing together do not retry in step.
-ROLLOUT_BACKOFF = wait_exponential_jitter(initial=0.5, max=30, jitter=1)
+ROLLOUT_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=30, jitter=1)
 
 Outcome = Literal["patched", "unchanged", "failed"]
 
