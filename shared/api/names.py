@@ -9,10 +9,44 @@ The messages follow the wording users know from kube-apiserver's own validation.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+@dataclass(frozen=True)
+class _NameRule:
+    """One of kube-apiserver's name rules: the pattern, the length limit and the message it gives."""
+
+    pattern: re.Pattern[str]
+    message: str
+
+    def error(self, name: str, max_len: int) -> str | None:
+        if not name:
+            return "a name is required"
+        if len(name) > max_len:
+            return f"must be no more than {max_len} characters"
+        if not self.pattern.match(name):
+            return self.message
+        return None
+
+
+_DNS1035_LABEL = _NameRule(
+    re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$"),
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
+    "start with an alphabetic character, and end with an alphanumeric character "
+    "(e.g. 'my-name', or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+)
+_DNS1123_LABEL = _NameRule(
+    re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character "
+    "(e.g. 'my-name', or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+)
+_DNS1123_SUBDOMAIN = _NameRule(
+    re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+)
 
 DNS1123_SUBDOMAIN_MAX = 253
 
@@ -23,44 +57,14 @@ def dns1035_label_error(name: str, max_len: int = 63) -> str | None:
     ``max_len`` is a parameter because served names are shortened by the backing object's
     prefix (``53 - len(prefix)`` for Helm releases).
     """
-    if not name:
-        return "a name is required"
-    if len(name) > max_len:
-        return f"must be no more than {max_len} characters"
-    if not _DNS1035_LABEL.match(name):
-        return (
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-            "start with an alphabetic character, and end with an alphanumeric character "
-            "(e.g. 'my-name', or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return None
+    return _DNS1035_LABEL.error(name, max_len)
 
 
 def dns1123_label_error(name: str, max_len: int = 63) -> str | None:
     """Why ``name`` is not a DNS-1123 label (may start with a digit), or None."""
-    if not name:
-        return "a name is required"
-    if len(name) > max_len:
-        return f"must be no more than {max_len} characters"
-    if not _DNS1123_LABEL.match(name):
-        return (
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-            "and must start and end with an alphanumeric character "
-            "(e.g. 'my-name', or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-        )
-    return None
+    return _DNS1123_LABEL.error(name, max_len)
 
 
 def dns1123_subdomain_error(name: str) -> str | None:
     """Why ``name`` is not a DNS-1123 subdomain (the rule for most object names), or None."""
-    if not name:
-        return "a name is required"
-    if len(name) > DNS1123_SUBDOMAIN_MAX:
-        return f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters"
-    if not _DNS1123_SUBDOMAIN.match(name):
-        return (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-        )
-    return None
+    return _DNS1123_SUBDOMAIN.error(name, DNS1123_SUBDOMAIN_MAX)
