@@ -1,7 +1,8 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes validate -> build -> admit (the
-cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
+Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
+validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
+kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
 cheapest consistent read); lists are answered from the informer whenever that is as consistent as
 kube-apiserver would be (:meth:`Informer.snapshot`), else from kube-apiserver; watches are served
@@ -16,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, admit_all
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -24,6 +25,7 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
+from shared.schema.defaults import with_spec_defaults, without_added_defaults
 
 from .build import build
 from .definition import ApplicationDefinition
@@ -44,12 +46,14 @@ class ApplicationStorage:
         releases: ObjectClient,
         events: EventRecorder,
         admit: Admit = admit_all,
+        mutate: Mutate = mutate_nothing,
     ) -> None:
         self.definition = definition
         self.info = info
         self._releases = releases
         self._events = events
         self._admit = admit
+        self._mutate = mutate
         self._informer = Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
             transform=without_managed_fields,
@@ -102,6 +106,20 @@ class ApplicationStorage:
         if not is_application(hr, self.definition.kind, self.info.group):
             raise self._not_found(name)
         return hr
+
+    async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
+                       options: WriteOptions, old: JSON | None = None) -> JSON:
+        """``obj`` after the mutating webhooks, which see it as a CRD's: in its namespace, with the
+        schema's defaults. What they change goes on; the defaults they left alone are left to the
+        kind's own defaulting, as if the client had sent the change."""
+        placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        incoming = with_spec_defaults(self.definition.schema, placed)
+        mutated = await self._mutate(AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options,
+                                                                incoming, old))
+        if mutated is None or mutated == incoming:
+            return obj
+        spec = without_added_defaults(placed.get("spec"), incoming.get("spec"), mutated.get("spec"))
+        return {**mutated, "spec": spec}
 
     async def _event(self, app: JSON, reason: str, message: str) -> None:
         await self._events.record(app, "Normal", reason, message)
@@ -194,6 +212,8 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
+        obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
+                                  options)
         validate_application(self.definition, obj, group=self.info.group)
         name = obj["metadata"]["name"]
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
@@ -215,11 +235,13 @@ class ApplicationStorage:
         wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != existing["metadata"].get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
+        old = self._to_app(existing)
+        obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         validate_application(self.definition, obj, group=self.info.group, live=existing)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
-                                                     self._to_app(hr), self._to_app(existing)))
+                                                     self._to_app(hr), old))
         try:
             updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
         except ApiError as exc:
