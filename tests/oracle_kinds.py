@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from localcluster.cluster import Cluster
 
-from tests.contract.stack import Stack, served
+from tests.contract.stack import STACKS, Stack, served
 from tests.kube import Api, kubectl, wait_for
 
 JSON = dict[str, Any]
@@ -122,6 +124,24 @@ def unserve_kind(cluster: Cluster, stack: Stack, kind: Kind) -> None:
             check=False)
 
 
+def fixtures(kind: Kind) -> tuple[Any, Any]:
+    """The module fixtures ``oracle`` (the CRD) and ``ours`` (each stack in turn) for ``kind``; a test
+    module takes them with ``oracle, ours = fixtures(KIND)``."""
+
+    @pytest.fixture(scope="module")
+    def oracle(control_plane: Cluster, api: Api) -> Target:
+        return install_oracle(control_plane, api, kind)
+
+    @pytest.fixture(scope="module", params=list(STACKS))
+    def ours(request: pytest.FixtureRequest, control_plane: Cluster, api: Api) -> Iterator[Target]:
+        stack = STACKS[request.param]
+        request.getfixturevalue(stack.service_fixture)
+        yield serve_kind(control_plane, api, stack, kind)
+        unserve_kind(control_plane, stack, kind)
+
+    return oracle, ours
+
+
 def ensure_namespace(api: Api, name: str, labels: dict[str, str] | None = None) -> str:
     apply(api, "/api/v1/namespaces", {"metadata": {"name": name, "labels": labels or {}}})
     return name
@@ -146,3 +166,15 @@ def assert_same_refusal(mine: tuple[int, Any], theirs: tuple[int, Any], code: in
     for key in ("code", "reason", "message"):
         assert mine[1].get(key) == theirs[1].get(key), key
     assert (mine[1].get("details") or {}).get("causes") == (theirs[1].get("details") or {}).get("causes")
+
+
+def assert_delete_refused(ours: Target, oracle: Target, namespace: str, name: str, code: int) -> None:
+    """A delete (dry-run, then real) refused alike by both, leaving the backing object as it was."""
+    before = ours.backing(namespace, name)
+    for query in ("?dryRun=All", ""):
+        mine, theirs = both(ours, oracle, lambda t, q=query: t.api.request("DELETE", t.path(namespace, name) + q))
+        assert_same_refusal(mine, theirs, code)
+    after = ours.backing(namespace, name)
+    assert before is not None and after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "deletionTimestamp" not in after["metadata"]

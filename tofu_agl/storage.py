@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -33,7 +33,6 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import GVR, ObjectClient
-from shared.schema.defaults import with_spec_defaults, without_added_defaults
 
 from . import plan
 from .approval import approved_plan
@@ -204,17 +203,10 @@ class ApplicationStorage:
 
     async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
                        options: WriteOptions, old: JSON | None = None) -> JSON:
-        """``obj`` after the mutating webhooks, which see it as a CRD's: in its namespace, with the
-        schema's defaults. What they change goes on; the defaults they left alone are left to the
-        kind's own defaulting, as if the client had sent the change."""
+        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it)."""
         placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
-        incoming = with_spec_defaults(self.definition.schema, placed)
-        mutated = await self._mutate(AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options,
-                                                                incoming, old))
-        if mutated is None or mutated == incoming:
-            return obj
-        spec = without_added_defaults(placed.get("spec"), incoming.get("spec"), mutated.get("spec"))
-        return {**mutated, "spec": spec}
+        request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
+        return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
 
     async def _event(self, app: JSON, reason: str, message: str) -> None:
         await self._events.record(app, "Normal", reason, message)

@@ -23,14 +23,13 @@ from tests.oracle_kinds import (
     Kind,
     Target,
     apply,
+    assert_delete_refused,
     assert_same_refusal,
     both,
     crd,
     definition,
     ensure_namespace,
-    install_oracle,
-    serve_kind,
-    unserve_kind,
+    fixtures,
 )
 
 pytestmark = pytest.mark.integration
@@ -66,17 +65,7 @@ BROKEN_SCHEMA: JSON = {"type": "object", "properties": {"size": {
 GUARDED = Kind(KIND, PLURAL, ORACLE_GROUP, SCHEMA)
 
 
-@pytest.fixture(scope="module")
-def oracle(control_plane: Cluster, api: Api) -> Target:
-    return install_oracle(control_plane, api, GUARDED)
-
-
-@pytest.fixture(scope="module", params=list(STACKS))
-def ours(request: pytest.FixtureRequest, control_plane: Cluster, api: Api) -> Iterator[Target]:
-    stack = STACKS[request.param]
-    request.getfixturevalue(stack.service_fixture)
-    yield serve_kind(control_plane, api, stack, GUARDED)
-    unserve_kind(control_plane, stack, GUARDED)
+oracle, ours = fixtures(GUARDED)
 
 
 # --------------------------------------------------------------------------- CEL in the schema
@@ -283,11 +272,4 @@ def test_delete_denied_by_a_policy(ours: Target, oracle: Target, policies: None)
     for target in (ours, oracle):
         _enforced(target)
         assert target.create(FREE, keep, {}, labels={"protected": "yes"})[0] == 201
-    before = ours.backing(FREE, keep)
-    for query in ("?dryRun=All", ""):
-        mine, theirs = both(ours, oracle, lambda t, q=query: t.api.request("DELETE", t.path(FREE, keep) + q))
-        assert_same_refusal(mine, theirs, 403)
-    after = ours.backing(FREE, keep)
-    assert before is not None and after is not None
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert "deletionTimestamp" not in after["metadata"]
+    assert_delete_refused(ours, oracle, FREE, keep, 403)
