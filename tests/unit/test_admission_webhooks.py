@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from shared.admission import AdmissionRequest
+from shared.admission import request as hooks_request
 from shared.admission import webhooks as hooks
 from shared.admission.webhooks import CallFailed, Webhook
 from shared.api.errors import ApiError
@@ -101,7 +102,7 @@ def test_a_webhook_without_side_effects_fails_a_dry_run_per_its_failure_policy()
 
 
 def test_a_denial_is_the_webhooks_status_as_kube_returns_it() -> None:
-    cases = [
+    cases: list[tuple[JSON | None, int, str, str]] = [
         ({"code": 403, "reason": "Forbidden", "message": "no"}, 403, "Forbidden", ": no"),
         ({"code": 200, "message": "no"}, 400, "", ": no"),
         ({"reason": "Conflict"}, 400, "Conflict", ": Conflict"),
@@ -226,3 +227,25 @@ def test_the_review_is_admission_v1_with_the_request() -> None:
     assert (request["operation"], request["name"], request["namespace"]) == ("DELETE", "db", "tenant")
     assert request["object"] is None and request["oldObject"]["metadata"]["name"] == "db"
     assert request["userInfo"] == {"username": "alice"} and "subResource" not in request
+
+
+def test_mutation_sees_the_defaults_and_writes_only_what_it_changed() -> None:
+    schema = {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1},
+                                               "tier": {"type": "string"},
+                                               "storage": {"type": "object", "default": {},
+                                                           "properties": {"size": {"type": "string",
+                                                                                   "default": "1Gi"}}}}}
+    seen: list[JSON] = []
+
+    async def set_tier(request: AdmissionRequest) -> JSON | None:
+        assert request.object is not None
+        seen.append(request.object)
+        return {**request.object, "spec": {**request.object["spec"], "tier": "gold"}}
+
+    sent = _request()
+    sent.object["spec"] = {"storage": {}}  # type: ignore[index]
+    mutated = _run(hooks_request.mutate_as_crd(set_tier, schema, sent))
+    assert seen[0]["spec"] == {"replicas": 1, "storage": {"size": "1Gi"}}
+    assert mutated["spec"] == {"tier": "gold", "storage": {}}
+    # Nothing changed: None, so the object goes on exactly as sent.
+    assert _run(hooks_request.mutate_as_crd(hooks_request.mutate_nothing, schema, sent)) is None
