@@ -255,13 +255,16 @@ def _audit(hook: Webhook, response: _Response, outcome: Outcome) -> None:
 
 
 async def mutate(hooks: Sequence[Webhook], request: AdmissionRequest, namespace_object: JSON | None,
-                 transport: Transport) -> Outcome:
+                 transport: Transport, outcome: Outcome | None = None) -> Outcome:
     """Run the mutating webhooks on ``request``; the outcome's object is the mutated object.
 
     Reinvocation as kube-apiserver does it: when a webhook changes the object, the ``IfNeeded``
-    webhooks called before it are called once more, in a second round, in order.
+    webhooks called before it are called once more, in a second round, in order. The warnings are
+    gathered in ``outcome`` (the caller's, if given) also when a webhook refuses the request: kube-apiserver
+    sends them with the refusal.
     """
-    outcome = Outcome(object=request.object)
+    outcome = outcome if outcome is not None else Outcome()
+    outcome.object = request.object
     invoked: set[str] = set()
     reinvoke: set[str] = set()
     for round_ in (0, 1):
@@ -304,14 +307,16 @@ def _patched(obj: JSON, patch: list[Any]) -> JSON:
 
 
 async def validate(hooks: Sequence[Webhook], request: AdmissionRequest, namespace_object: JSON | None,
-                   transport: Transport) -> Outcome:
+                   transport: Transport, outcome: Outcome | None = None) -> Outcome:
     """Run the validating webhooks on ``request`` concurrently; raises the first refusal in call order.
 
     A match condition that fails closed refuses the request before any webhook is called, as in
-    kube-apiserver; warnings come in call order.
+    kube-apiserver; warnings come in call order, gathered in ``outcome`` (the caller's, if given)
+    also when the request is refused.
     """
     relevant = [hook for hook in hooks if not hook.mutating and should_call(hook, request, namespace_object)]
-    outcome = Outcome(object=request.object)
+    outcome = outcome if outcome is not None else Outcome()
+    outcome.object = request.object
     if not relevant:
         return outcome
     results = await asyncio.gather(*(_call(hook, request, transport) for hook in relevant),

@@ -28,6 +28,7 @@ from kubernetes_asyncio import client as kclient
 
 from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_policy
 from shared.admission.matching import label_selector
+from shared.admission.webhooks import Outcome
 from shared.api import errors, selectors
 from shared.bodies import JSON
 from shared.client.kube import GVR, ObjectClient, request_json
@@ -129,15 +130,21 @@ class ClusterAdmission:
 
     async def mutate(self, request: AdmissionRequest) -> JSON | None:
         """The mutating webhooks: the object the request goes on with."""
-        outcome = await self.webhooks.mutate(request)
-        _report(request, outcome.warnings, outcome.audit_annotations)
+        outcome = Outcome()
+        try:
+            await self.webhooks.mutate(request, outcome)
+        finally:
+            _report(request, outcome.warnings, outcome.audit_annotations)
         return outcome.object
 
     async def __call__(self, request: AdmissionRequest) -> None:
         """Validating admission: the policies, then (when they allow) the validating webhooks."""
         await self.policies(request)
-        outcome = await self.webhooks.validate(request)
-        _report(request, outcome.warnings, outcome.audit_annotations)
+        outcome = Outcome()
+        try:
+            await self.webhooks.validate(request, outcome)
+        finally:
+            _report(request, outcome.warnings, outcome.audit_annotations)
 
 
 def _report(request: AdmissionRequest, warnings: list[str], audit_annotations: dict[str, str]) -> None:

@@ -204,14 +204,15 @@ class WebhookAdmission:
     async def _namespace(self, request: AdmissionRequest) -> JSON | None:
         return await self._namespaces.get(None, request.namespace) if request.namespace else None
 
-    async def mutate(self, request: AdmissionRequest) -> Outcome:
+    async def mutate(self, request: AdmissionRequest, outcome: Outcome) -> None:
+        """The mutating webhooks: ``outcome`` gets the object to go on with, warnings and audit annotations."""
+        outcome.object = request.object
         webhooks = await self._webhooks(self._mutating)
-        if not webhooks:
-            return Outcome(object=request.object)
-        return await hooks.mutate(webhooks, request, await self._namespace(request), self._transport)
+        if webhooks:
+            await hooks.mutate(webhooks, request, await self._namespace(request), self._transport, outcome)
 
-    async def validate(self, request: AdmissionRequest) -> Outcome:
+    async def validate(self, request: AdmissionRequest, outcome: Outcome) -> None:
+        """The validating webhooks: raises the refusal; ``outcome`` gets warnings and audit annotations."""
         webhooks = await self._webhooks(self._validating)
-        if not webhooks:
-            return Outcome(object=request.object)
-        return await hooks.validate(webhooks, request, await self._namespace(request), self._transport)
+        if webhooks:
+            await hooks.validate(webhooks, request, await self._namespace(request), self._transport, outcome)

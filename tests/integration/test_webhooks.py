@@ -120,8 +120,8 @@ class Hooks:
                                                      "message": "protected objects cannot be deleted"}}
             return {"allowed": True}
         if request["object"]["spec"].get("size") == "forbidden":
-            return {"allowed": False, "status": {"code": 422, "reason": "Invalid",
-                                                 "message": "size forbidden is not allowed"}}
+            return {"allowed": False, "warnings": ["size forbidden was asked for"],
+                    "status": {"code": 422, "reason": "Invalid", "message": "size forbidden is not allowed"}}
         return {"allowed": True, "warnings": ["checked by the test webhook"]}
 
     @staticmethod
@@ -302,6 +302,10 @@ def test_a_validating_webhook_denies_as_on_the_crd(ours: Target, oracle: Target,
         assert mine[1]["message"] == ('admission webhook "validate.webhooks.example" denied the request: '
                                       "size forbidden is not allowed")
         assert ours.backing(namespace, big) is None
+        # The refusal carries the webhook's warnings, as kube-apiserver's does.
+        refusals = [_post(t, namespace, big, {"size": "forbidden"}) for t in (ours, oracle)]
+        assert refusals[0][0] == refusals[1][0] == 422
+        assert refusals[0][2] == refusals[1][2] == ["size forbidden was asked for"]
         # Allowed with the webhook's warning; an update into the refused value changes nothing.
         kept = ours.name("kept")
         warnings = [_post(t, namespace, kept, {"size": "s"}, {"protected": "yes"}) for t in (ours, oracle)]

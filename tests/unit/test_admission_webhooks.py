@@ -209,11 +209,15 @@ def test_validating_webhooks_report_the_first_refusal_in_call_order() -> None:
     def answer(webhook: Webhook, request: JSON) -> JSON:
         if webhook.name == "ok":
             return {"allowed": True, "warnings": ["fine"]}
-        return {"allowed": False, "status": {"message": webhook.name}}
+        return {"allowed": False, "status": {"message": webhook.name}, "warnings": [f"{webhook.name} says no"]}
 
+    gathered = hooks.Outcome()
     with pytest.raises(ApiError) as refused:
-        _run(hooks.validate([_hook("ok"), _hook("first"), _hook("second")], _request(), None, Transport(answer)))
+        _run(hooks.validate([_hook("ok"), _hook("first"), _hook("second")], _request(), None, Transport(answer),
+                            gathered))
     assert refused.value.message == 'admission webhook "first" denied the request: first'
+    # The warnings of every webhook called stay with the refusal.
+    assert gathered.warnings == ["fine", "first says no", "second says no"]
     outcome = _run(hooks.validate([_hook("ok"), _hook("ok")], _request(), None, Transport(answer)))
     assert outcome.warnings == ["fine", "fine"]
 
