@@ -6,7 +6,7 @@ import argparse
 
 from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
-from shared.server.admission import PolicyAdmission
+from shared.server.admission import ClusterAdmission
 from shared.service.runtime import Build, Context, Wiring, login
 
 from .definition import ApplicationDefinition
@@ -25,12 +25,12 @@ def wiring(args: argparse.Namespace) -> Build:
     async def build(ctx: Context) -> Wiring:
         releases = ObjectClient(ctx.api, HELMRELEASES, field_manager=COMPONENT)
         definitions = ObjectClient(ctx.api, DEFINITIONS, field_manager=COMPONENT)
-        policies = PolicyAdmission(ctx.api)
-        policies.start()
+        admission = ClusterAdmission(ctx.api)
+        admission.start()
         ctx.server.serve_group_version(GROUP, VERSION)
 
         def make_storage(defn: ApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, releases, ctx.events, policies)
+            return ApplicationStorage(defn, info, releases, ctx.events, admission, admission.mutate)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(GROUP, VERSION)
@@ -40,7 +40,7 @@ def wiring(args: argparse.Namespace) -> Build:
 
         async def close() -> None:
             await registry.close()
-            await policies.stop()
+            await admission.stop()
 
         return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=close,
                       tasks=[reconciler.lead])

@@ -1,7 +1,8 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes validate -> build -> admit (the
-cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
+Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
+validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
+kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
 cheapest consistent read); lists are answered from the informer whenever that is as consistent as
 kube-apiserver would be (:meth:`Informer.snapshot`), else from kube-apiserver; watches are served
@@ -16,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, admit_all
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -44,12 +45,14 @@ class ApplicationStorage:
         releases: ObjectClient,
         events: EventRecorder,
         admit: Admit = admit_all,
+        mutate: Mutate = mutate_nothing,
     ) -> None:
         self.definition = definition
         self.info = info
         self._releases = releases
         self._events = events
         self._admit = admit
+        self._mutate = mutate
         self._informer = Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
             transform=without_managed_fields,
@@ -102,6 +105,13 @@ class ApplicationStorage:
         if not is_application(hr, self.definition.kind, self.info.group):
             raise self._not_found(name)
         return hr
+
+    async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
+                       options: WriteOptions, old: JSON | None = None) -> JSON:
+        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it)."""
+        placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
+        return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
 
     async def _event(self, app: JSON, reason: str, message: str) -> None:
         await self._events.record(app, "Normal", reason, message)
@@ -194,6 +204,8 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
+        obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
+                                  options)
         validate_application(self.definition, obj, group=self.info.group)
         name = obj["metadata"]["name"]
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
@@ -215,11 +227,13 @@ class ApplicationStorage:
         wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != existing["metadata"].get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
+        old = self._to_app(existing)
+        obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         validate_application(self.definition, obj, group=self.info.group, live=existing)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
-                                                     self._to_app(hr), self._to_app(existing)))
+                                                     self._to_app(hr), old))
         try:
             updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
         except ApiError as exc:

@@ -49,6 +49,29 @@ class Api:
                 return exc.code, raw.decode(errors="replace")
 
 
+def warning_texts(headers: Any) -> list[str]:
+    """The texts of the ``Warning: 299 - "text"`` headers of a response."""
+    return [json.loads(value.split(" ", 2)[2]) for value in headers.get_all("Warning") or []]
+
+
+def send(api: Api, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any, list[str]]:
+    """Like :meth:`Api.request` (JSON in and out), keeping the warnings the server sent."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(api.cluster.server + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60, context=api.ctx) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None, warning_texts(resp.headers)
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            answer: Any = json.loads(raw)
+        except ValueError:
+            answer = raw.decode(errors="replace")
+        return exc.code, answer, warning_texts(exc.headers)
+
+
 def load_fixture(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load((FIXTURES / "definitions" / name).read_text())
     return loaded

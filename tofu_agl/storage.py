@@ -1,7 +1,8 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes validate -> build -> admit (the
-cluster's ValidatingAdmissionPolicies) -> kube-apiserver, every read goes
+Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
+validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
+kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1
 keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
 Gets go to kube-apiserver (one get is already the cheapest consistent read); lists are answered
@@ -24,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, admit_all
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -89,6 +90,7 @@ class ApplicationStorage:
         terraforms: ObjectClient,
         events: EventRecorder,
         admit: Admit = admit_all,
+        mutate: Mutate = mutate_nothing,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -96,6 +98,7 @@ class ApplicationStorage:
         self._terraforms = terraforms
         self._events = events
         self._admit = admit
+        self._mutate = mutate
         # The readable plans tofu-controller keeps, read with the service's own identity as the Terraforms are.
         self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
@@ -197,6 +200,13 @@ class ApplicationStorage:
         if not is_application(tf, self.definition.kind, self.group):
             raise self._not_found(name)
         return tf
+
+    async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
+                       options: WriteOptions, old: JSON | None = None) -> JSON:
+        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it)."""
+        placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
+        return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
 
     async def _event(self, app: JSON, reason: str, message: str) -> None:
         await self._events.record(app, "Normal", reason, message)
@@ -303,6 +313,8 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
+        obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
+                                  options)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
@@ -325,12 +337,14 @@ class ApplicationStorage:
         wanted_rv = (obj.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != live_meta.get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
+        old = self._to_app(existing)
+        obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
         validate_application(self.definition, app_in, group=self.group, live=existing)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
-                                                     self._to_app(tf), self._to_app(existing)))
+                                                     self._to_app(tf), old))
         try:
             updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
         except ApiError as exc:

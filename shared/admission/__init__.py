@@ -9,14 +9,16 @@ and objects as parsed JSON, causes as ``meta.k8s.io/v1 Status`` cause dictionari
 * :mod:`~shared.admission.validation` evaluates the compiled rules on create (object) and update
   (object and old object) and returns the causes kube-apiserver would give;
 * :mod:`~shared.admission.policies` decides a request (:class:`~shared.admission.request.AdmissionRequest`)
-  against ValidatingAdmissionPolicies and their bindings, matched by :mod:`~shared.admission.matching`.
+  against ValidatingAdmissionPolicies and their bindings, matched by :mod:`~shared.admission.matching`;
+* :mod:`~shared.admission.webhooks` runs mutating and validating admission webhooks on a request
+  (matching, reviews, patches, reinvocation, failure policies), the HTTP call left to its caller.
 
 The CEL runtime and the Kubernetes functions it lacks live in :mod:`~shared.admission.expressions`
 and :mod:`~shared.admission.library`.
 """
 
 from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy
-from shared.admission.request import AdmissionRequest, Admit, admit_all
+from shared.admission.request import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
 from shared.admission.validation import validate, validate_with_schema_causes
 
@@ -25,6 +27,7 @@ __all__ = [
     "Admit",
     "CompiledPolicy",
     "CompiledSchema",
+    "Mutate",
     "ParamLookup",
     "RuleError",
     "Verdict",
@@ -32,6 +35,8 @@ __all__ = [
     "admit_all",
     "compile_policy",
     "compile_schema",
+    "mutate_as_crd",
+    "mutate_nothing",
     "validate",
     "validate_with_schema_causes",
 ]

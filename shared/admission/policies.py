@@ -82,10 +82,11 @@ class Verdict:
     audit_annotations: dict[str, str] = field(default_factory=dict)
 
 
-def _compile(source: Any) -> Expression:
+def compile_text(source: Any, variables: frozenset[str] = VARIABLES) -> Expression:
+    """Compile one expression with ``variables`` bound; a complaint of the compiler is kept, not raised."""
     text = str(source or "")
     try:
-        return Expression(text, expressions.compile_expression(text, VARIABLES))
+        return Expression(text, expressions.compile_expression(text, variables))
     except CompileError as exc:
         return Expression(text, None, f"compilation error: {exc}")
 
@@ -97,21 +98,21 @@ def compile_policy(policy: JSON) -> CompiledPolicy:
         failure_policy=str(spec.get("failurePolicy") or "Fail"),
         param_kind=spec.get("paramKind"),
         match_constraints=spec.get("matchConstraints") or {},
-        match_conditions=tuple((c.get("name", ""), _compile(c.get("expression")))
+        match_conditions=tuple((c.get("name", ""), compile_text(c.get("expression")))
                                for c in spec.get("matchConditions") or []),
-        variables=tuple((v.get("name", ""), _compile(v.get("expression"))) for v in spec.get("variables") or []),
+        variables=tuple((v.get("name", ""), compile_text(v.get("expression"))) for v in spec.get("variables") or []),
         validations=tuple(
-            Validation(_compile(v.get("expression")), str(v.get("message") or ""),
-                       _compile(v["messageExpression"]) if v.get("messageExpression") else None,
+            Validation(compile_text(v.get("expression")), str(v.get("message") or ""),
+                       compile_text(v["messageExpression"]) if v.get("messageExpression") else None,
                        str(v.get("reason") or "Invalid"))
             for v in spec.get("validations") or []
         ),
-        audit_annotations=tuple((a.get("key", ""), _compile(a.get("valueExpression")))
+        audit_annotations=tuple((a.get("key", ""), compile_text(a.get("valueExpression")))
                                 for a in spec.get("auditAnnotations") or []),
     )
 
 
-class _Failed(Exception):
+class ExpressionFailed(Exception):
     """An expression that did not compile or evaluate; handled per failurePolicy. ``cause`` is the
     runtime's own error text."""
 
@@ -120,12 +121,12 @@ class _Failed(Exception):
         self.cause = cause or message
 
 
-def _run(expression: Expression, bindings: JSON, broken: dict[str, str] | None = None) -> Any:
+def run(expression: Expression, bindings: JSON, broken: dict[str, str] | None = None) -> Any:
     """Evaluate ``expression``. ``broken`` maps the variables that failed to their error: they are
     left out of ``variables``, and a use of one reports that variable's error, as kube-apiserver's
     lazily evaluated variables do."""
     if expression.program is None:
-        raise _Failed(expression.error)
+        raise ExpressionFailed(expression.error)
     try:
         return expressions.evaluate(expression.program, bindings)
     except EvaluationError as exc:
@@ -133,7 +134,7 @@ def _run(expression: Expression, bindings: JSON, broken: dict[str, str] | None =
         for name, error in (broken or {}).items():
             if cause == f"no such key: {name}" and f"variables.{name}" in expression.source:
                 cause = f'composited variable "{name}" fails to evaluate: {error}'
-        raise _Failed(f"expression '{expression.source}' resulted in error: {cause}", cause) from None
+        raise ExpressionFailed(f"expression '{expression.source}' resulted in error: {cause}", cause) from None
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,15 @@ class _Failure:
     index: int = 0
 
 
-def _conditions_match(policy: CompiledPolicy, bindings: JSON) -> bool:
+def conditions_hold(conditions: Sequence[tuple[str, Expression]], bindings: JSON) -> bool:
     """Whether every match condition holds. As in kube-apiserver a false condition wins over an error
-    in another one; an error alone fails the policy."""
-    failed: _Failed | None = None
-    for _, condition in policy.match_conditions:
+    in another one; an error alone raises the first error (policies and webhooks alike)."""
+    failed: ExpressionFailed | None = None
+    for _, condition in conditions:
         try:
-            if _run(condition, bindings) is not True:
+            if run(condition, bindings) is not True:
                 return False
-        except _Failed as exc:
+        except ExpressionFailed as exc:
             failed = failed or exc
     if failed is not None:
         raise failed
@@ -162,22 +163,22 @@ def _conditions_match(policy: CompiledPolicy, bindings: JSON) -> bool:
 def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], dict[str, str]] | None:
     """The failed validations and audit annotations of one policy run; None when a match condition
     leaves the request alone."""
-    if not _conditions_match(policy, bindings):
+    if not conditions_hold(policy.match_conditions, bindings):
         return None
     values: JSON = {}
     broken: dict[str, str] = {}
     bindings["variables"] = values
     for name, variable in policy.variables:
         try:
-            values[name] = _run(variable, bindings, broken)
-        except _Failed as exc:
+            values[name] = run(variable, bindings, broken)
+        except ExpressionFailed as exc:
             broken[name] = exc.cause
     failures: list[_Failure] = []
     for index, validation in enumerate(policy.validations):
         try:
-            if _run(validation.expression, bindings, broken) is True:
+            if run(validation.expression, bindings, broken) is True:
                 continue
-        except _Failed as exc:
+        except ExpressionFailed as exc:
             if policy.failure_policy == "Fail":
                 failures.append(_Failure(str(exc), "Invalid", index))
             continue
@@ -185,8 +186,8 @@ def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], d
     annotations: dict[str, str] = {}
     for key, annotation in policy.audit_annotations:
         try:
-            value = _run(annotation, bindings)
-        except _Failed:
+            value = run(annotation, bindings)
+        except ExpressionFailed:
             continue
         if isinstance(value, str):
             annotations[f"{policy.name}/{key}"] = value
@@ -196,8 +197,8 @@ def _evaluate(policy: CompiledPolicy, bindings: JSON) -> tuple[list[_Failure], d
 def _message(validation: Validation, bindings: JSON) -> str:
     if validation.message_expression is not None:
         try:
-            text = _run(validation.message_expression, bindings)
-        except _Failed:
+            text = run(validation.message_expression, bindings)
+        except ExpressionFailed:
             text = None
         if isinstance(text, str) and text.strip() and "\n" not in text:
             return text.strip()
@@ -264,7 +265,7 @@ async def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], re
                          "params": param, "namespaceObject": namespace_object}
             try:
                 outcome = _evaluate(policy, bindings_)
-            except _Failed as exc:
+            except ExpressionFailed as exc:
                 if policy.failure_policy == "Fail":
                     failures.append(_Failure(str(exc), "Invalid"))
                 continue

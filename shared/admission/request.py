@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shared.api.rest import RequestContext, ResourceInfo, User, WriteOptions
+from shared.schema.defaults import with_spec_defaults, without_added_defaults
 from shared.security.authz import ResourceAttributes
 
 JSON = dict[str, Any]
@@ -89,3 +90,29 @@ Admit = Callable[[AdmissionRequest], Awaitable[None]]
 
 async def admit_all(request: AdmissionRequest) -> None:
     """The :data:`Admit` of a server without policies (unit tests, tools)."""
+
+
+#: Runs the mutating admission of one create or update and returns the object to go on with (the
+#: request's own when nothing changed it): what a storage calls first, before its own validation.
+Mutate = Callable[[AdmissionRequest], Awaitable[JSON | None]]
+
+
+async def mutate_nothing(request: AdmissionRequest) -> JSON | None:
+    """The :data:`Mutate` of a server without mutating webhooks (unit tests, tools)."""
+    return request.object
+
+
+async def mutate_as_crd(mutate: Mutate, schema: JSON | None, request: AdmissionRequest) -> JSON | None:
+    """Run ``mutate`` on ``request`` (its object as the client sent it, in its namespace) the way
+    kube-apiserver runs mutating admission on a CRD: the object is seen with the spec schema's
+    defaults. Returns the object to go on with, or None when nothing changed it.
+
+    What the mutation changed goes on; the defaults it left alone are dropped again, so they stay
+    the kind's defaults (applied where the kind applies them) instead of becoming stored values.
+    """
+    sent = request.object or {}
+    defaulted = with_spec_defaults(schema, sent)
+    mutated = await mutate(replace(request, object=defaulted))
+    if mutated is None or mutated is defaulted or mutated == defaulted:
+        return None
+    return {**mutated, "spec": without_added_defaults(sent.get("spec"), defaulted.get("spec"), mutated.get("spec"))}

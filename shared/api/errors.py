@@ -42,9 +42,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # a webhook's denial may have none; kube-apiserver then leaves it out
+            body["reason"] = self.reason
         if self.details:
             body["details"] = self.details
         return body

@@ -23,6 +23,34 @@ def apply_defaults(schema: JSON, value: Any) -> Any:
     return _default(schema, copy.deepcopy(value))
 
 
+def with_spec_defaults(schema: JSON | None, obj: JSON) -> JSON:
+    """``obj`` with its ``spec`` defaulted by ``schema`` (the spec's schema), as a CRD-backed object
+    is when it is decoded -- what admission webhooks see first. A spec that is not an object is left
+    for validation to refuse."""
+    spec = obj.get("spec")
+    if not schema or not isinstance(spec, dict):
+        return obj
+    return {**obj, "spec": apply_defaults(schema, spec)}
+
+
+def without_added_defaults(original: Any, defaulted: Any, changed: Any) -> Any:
+    """``changed`` (``defaulted`` as something else edited it) without the defaults that only
+    defaulting added and the edit left as they were: what the client sent plus the edit.
+
+    So an edit (a mutating webhook's patch) does not turn schema defaults into stored values."""
+    if not (isinstance(original, dict) and isinstance(defaulted, dict) and isinstance(changed, dict)):
+        return changed
+    kept: JSON = {}
+    for key, value in changed.items():
+        if key not in original:
+            if key in defaulted and value == defaulted[key]:
+                continue
+            kept[key] = value
+        else:
+            kept[key] = without_added_defaults(original[key], defaulted.get(key), value)
+    return kept
+
+
 def _default(schema: Any, value: Any) -> Any:
     if not isinstance(schema, dict):
         return value

@@ -1,5 +1,11 @@
-"""ValidatingAdmissionPolicies on the served kinds, as kube-apiserver runs them on its own resources.
+"""Admission on the served kinds, as kube-apiserver runs it on its own resources.
 
+:class:`ClusterAdmission` is what each storage is given: mutating webhooks first (its ``mutate``,
+before the storage's own defaulting and validation), then -- once the object passed them -- the
+ValidatingAdmissionPolicies and the validating webhooks (:mod:`shared.server.webhooks`), in
+kube-apiserver's order (a policy's denial means no webhook is called).
+
+ValidatingAdmissionPolicies:
 kube-apiserver does not run admission for what it proxies to an aggregated server, so a policy bound
 to a user kind would be silently bypassed; :class:`PolicyAdmission` runs it here instead. The
 policies and bindings (``admissionregistration.k8s.io/v1``) are kept live by one informer each, so a
@@ -15,64 +21,30 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Generic, TypeVar
 
 from kubernetes_asyncio import client as kclient
 
 from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_policy
 from shared.admission.matching import label_selector
+from shared.admission.webhooks import Outcome
 from shared.api import errors, selectors
 from shared.bodies import JSON
-from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient, request_json
+from shared.client.liveset import LiveSet
+from shared.server.webhooks import NAMESPACES, WebhookAdmission
 
 log = logging.getLogger(__name__)
 
 POLICIES = GVR("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")
 BINDINGS = GVR("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")
-NAMESPACES = GVR("", "v1", "namespaces")
 
 #: How long a request waits for the first list of policies and bindings before it is refused
 #: (503): admitting without them would let a request through that a policy denies.
 SYNC_WAIT_SECONDS = 5.0
 
 _WARNINGS: ContextVar[list[str] | None] = ContextVar("agl_admission_warnings", default=None)
-
-Item = TypeVar("Item")
-
-
-class _LiveSet(Generic[Item]):
-    """Every object of one cluster-scoped resource, each turned into an ``Item`` once per version.
-
-    The informer lists and watches (with its retries and re-lists); this set sees the same list
-    and the same events as they pass and keeps its own map by name.
-    """
-
-    def __init__(self, client: ObjectClient, convert: Callable[[JSON], Item]) -> None:
-        self._client = client
-        self._convert = convert
-        self.items: dict[str, Item] = {}
-        self.informer = Informer(list_fn=self._list, watch_fn=self._watch, name=client.gvr.plural)
-
-    async def _list(self) -> JSON:
-        page = await self._client.list_all(None)
-        self.items = {_name(obj): self._convert(obj) for obj in page.get("items") or []}
-        return page
-
-    async def _watch(self, resource_version: str) -> AsyncIterator[JSON]:
-        async for event in self._client.watch(None, "", resource_version):
-            obj = event.get("object") or {}
-            if event.get("type") in ("ADDED", "MODIFIED"):
-                self.items[_name(obj)] = self._convert(obj)
-            elif event.get("type") == "DELETED":
-                self.items.pop(_name(obj), None)
-            yield event
-
-
-def _name(obj: JSON) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
 
 
 class PolicyAdmission:
@@ -81,8 +53,8 @@ class PolicyAdmission:
 
     def __init__(self, api: kclient.ApiClient, *, sync_wait: float = SYNC_WAIT_SECONDS) -> None:
         self._api = api
-        self._policies: _LiveSet[CompiledPolicy] = _LiveSet(ObjectClient(api, POLICIES), compile_policy)
-        self._bindings: _LiveSet[JSON] = _LiveSet(ObjectClient(api, BINDINGS), lambda binding: binding)
+        self._policies: LiveSet[CompiledPolicy] = LiveSet(ObjectClient(api, POLICIES), compile_policy)
+        self._bindings: LiveSet[JSON] = LiveSet(ObjectClient(api, BINDINGS), lambda binding: binding)
         self._namespaces = ObjectClient(api, NAMESPACES)
         self._sync_wait = sync_wait
         #: (apiVersion, kind) of a paramKind -> its resource and whether it is namespaced.
@@ -104,14 +76,7 @@ class PolicyAdmission:
             return
         namespace_object = await self._namespaces.get(None, request.namespace) if request.namespace else None
         verdict = await admit(list(self._policies.items.values()), bindings, request, namespace_object, self._params)
-        if verdict.audit_annotations:
-            log.info("admission audit annotations", extra={
-                "resource": request.resource, "namespace": request.namespace, "name": request.name,
-                "operation": request.operation, "user": request.user.name,
-                "annotations": verdict.audit_annotations})
-        warnings = _WARNINGS.get()
-        if warnings is not None:
-            warnings.extend(verdict.warnings)
+        _report(request, verdict.warnings, verdict.audit_annotations)
         if verdict.denial is not None:
             raise verdict.denial
 
@@ -145,6 +110,55 @@ class PolicyAdmission:
             else:
                 raise errors.internal(f"paramKind {kind} of {api_version} is not served by kube-apiserver")
         return self._param_resources[key]
+
+
+class ClusterAdmission:
+    """The :data:`shared.admission.Admit` (validating) and :data:`shared.admission.Mutate` of a
+    service: the cluster's policies and webhooks, applied to the requests for the kinds they match."""
+
+    def __init__(self, api: kclient.ApiClient, *, sync_wait: float = SYNC_WAIT_SECONDS) -> None:
+        self.policies = PolicyAdmission(api, sync_wait=sync_wait)
+        self.webhooks = WebhookAdmission(api, sync_wait=sync_wait)
+
+    def start(self) -> None:
+        self.policies.start()
+        self.webhooks.start()
+
+    async def stop(self) -> None:
+        await self.policies.stop()
+        await self.webhooks.stop()
+
+    async def mutate(self, request: AdmissionRequest) -> JSON | None:
+        """The mutating webhooks: the object the request goes on with."""
+        outcome = Outcome()
+        try:
+            await self.webhooks.mutate(request, outcome)
+        finally:
+            _report(request, outcome.warnings, outcome.audit_annotations)
+        return outcome.object
+
+    async def __call__(self, request: AdmissionRequest) -> None:
+        """Validating admission: the policies, then (when they allow) the validating webhooks."""
+        await self.policies(request)
+        outcome = Outcome()
+        try:
+            await self.webhooks.validate(request, outcome)
+        finally:
+            _report(request, outcome.warnings, outcome.audit_annotations)
+
+
+def _report(request: AdmissionRequest, warnings: list[str], audit_annotations: dict[str, str]) -> None:
+    _warn(warnings)
+    if audit_annotations:
+        log.info("admission audit annotations", extra={
+            "resource": request.resource, "namespace": request.namespace, "name": request.name,
+            "operation": request.operation, "user": request.user.name, "annotations": audit_annotations})
+
+
+def _warn(texts: list[str]) -> None:
+    warnings = _WARNINGS.get()
+    if warnings is not None:
+        warnings.extend(texts)
 
 
 @contextlib.contextmanager

@@ -3,8 +3,8 @@
 Bodies are checked against the URL before a storage sees them; a patch is applied here, on the
 object as read, and written back with that object's resourceVersion so a concurrent writer causes a
 conflict (retried, as kube does) rather than a lost update; delete preconditions are checked here.
-The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies are
-sent back here as ``Warning`` headers.
+The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies and
+webhooks are sent back here as ``Warning`` headers.
 """
 
 from __future__ import annotations
@@ -23,19 +23,25 @@ from shared.server.admission import collect_warnings, warning_header
 from shared.server.body import check_object
 from shared.server.call import Call
 from shared.server.options import write_options
-from shared.server.responses import json_response
+from shared.server.responses import json_response, status_response
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[web.Response]])
 
 
 def _with_warnings(handler: Handler) -> Handler:
     """Send the admission warnings raised while ``handler`` ran as ``Warning`` headers, as kubectl
-    expects them (a retried patch may meet the same warning twice: it is sent once)."""
+    expects them (a retried patch may meet the same warning twice: it is sent once) -- with a
+    refusal too, as kube-apiserver sends them."""
 
     @functools.wraps(handler)
     async def handle(*args: Any) -> web.Response:
         with collect_warnings() as warnings:
-            response = await handler(*args)
+            try:
+                response = await handler(*args)
+            except errors.ApiError as err:
+                if not warnings:
+                    raise
+                response = status_response(err)
         for text in dict.fromkeys(warnings):
             response.headers.add("Warning", warning_header(text))
         return response

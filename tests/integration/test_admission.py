@@ -10,23 +10,33 @@ Warn-only policy, a policy on delete) and must decide alike, dry-run included.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from localcluster.cluster import Cluster
 
-from tests.contract.stack import STACKS, Stack, served
+from tests.contract.stack import STACKS, served
 from tests.kube import Api, get_json, kubectl, wait_for
+from tests.oracle_kinds import (
+    Kind,
+    Target,
+    apply,
+    assert_delete_refused,
+    assert_same_refusal,
+    both,
+    crd,
+    definition,
+    ensure_namespace,
+    fixtures,
+)
 
 pytestmark = pytest.mark.integration
 
 JSON = dict[str, Any]
 
-KIND, PLURAL, SINGULAR = "Guarded", "guardeds", "guarded"
+KIND, PLURAL = "Guarded", "guardeds"
 ORACLE_GROUP = "admission.example"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 #: (Its cost must stay within kube-apiserver's estimate, so no string() of a number: literals only.)
@@ -52,123 +62,17 @@ BROKEN_SCHEMA: JSON = {"type": "object", "properties": {"size": {
     "type": "string", "x-kubernetes-validations": [{"rule": "self.noSuchFunction()"}]}}}
 
 
-def _crd(group: str, kind: str, plural: str, schema: JSON) -> JSON:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {"group": group, "scope": "Namespaced",
-                 "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-                 "versions": [{"name": "v1alpha1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": schema}}}}]},
-    }
+GUARDED = Kind(KIND, PLURAL, ORACLE_GROUP, SCHEMA)
 
 
-def _definition(stack: Stack, kind: str, plural: str, schema: JSON) -> JSON:
-    """The stack's contract definition, publishing ``kind`` with ``schema`` instead."""
-    defn = copy.deepcopy(stack.definition)
-    defn["metadata"]["name"] = f"admission-{plural}"
-    defn["spec"]["application"] = {"kind": kind, "plural": plural, "singular": kind.lower(),
-                                   "openAPISchema": json.dumps(schema)}
-    defn["spec"]["release"]["prefix"] = f"{kind.lower()}-"
-    return defn
-
-
-@dataclass(frozen=True)
-class Target:
-    """One place to send the same request to: a stack's kind or the oracle CRD."""
-
-    cluster: Cluster
-    api: Api
-    group: str
-    #: The stack (None for the oracle), for the backing object.
-    stack: Stack | None
-
-    @property
-    def resource(self) -> str:
-        return f"{PLURAL}.{self.group}"
-
-    def name(self, base: str) -> str:
-        """A name per stack: the oracle gets the same requests once per stack."""
-        return f"{base}-{self.stack.name}" if self.stack else base
-
-    def path(self, namespace: str, name: str = "") -> str:
-        base = f"/apis/{self.group}/v1alpha1/namespaces/{namespace}/{PLURAL}"
-        return f"{base}/{name}" if name else base
-
-    def manifest(self, namespace: str, name: str, spec: JSON, labels: dict[str, str] | None = None) -> JSON:
-        meta: JSON = {"name": name, "namespace": namespace, **({"labels": labels} if labels else {})}
-        return {"apiVersion": f"{self.group}/v1alpha1", "kind": KIND, "metadata": meta, "spec": spec}
-
-    def create(self, namespace: str, name: str, spec: JSON, labels: dict[str, str] | None = None,
-               query: str = "") -> tuple[int, Any]:
-        return self.api.request("POST", self.path(namespace) + query, self.manifest(namespace, name, spec, labels))
-
-    def patch(self, namespace: str, name: str, patch: Any, content_type: str = "application/merge-patch+json"
-              ) -> tuple[int, Any]:
-        return self.api.request("PATCH", self.path(namespace, name), json.dumps(patch), content_type=content_type)
-
-    def kubectl(self, *args: str, body: JSON | None = None) -> Any:
-        return kubectl(self.cluster, *args, input=json.dumps(body) if body is not None else None, check=False)
-
-    def backing(self, namespace: str, name: str) -> JSON | None:
-        """The backing object (the stored object itself for the oracle), or None."""
-        resource = self.stack.backing if self.stack else self.resource
-        stored = f"{SINGULAR}-{name}" if self.stack else name
-        result = kubectl(self.cluster, "get", resource, stored, "-n", namespace, "-o", "json", check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
-
-
-def _apply(api: Api, path: str, body: JSON) -> None:
-    status, answer = api.request("POST", path, body)
-    assert status in (201, 409), answer
-
-
-@pytest.fixture(scope="module")
-def oracle(control_plane: Cluster, api: Api) -> Target:
-    crd = _crd(ORACLE_GROUP, KIND, PLURAL, SCHEMA)
-    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(crd))
-    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}")
-    return Target(control_plane, api, ORACLE_GROUP, None)
-
-
-@pytest.fixture(scope="module", params=list(STACKS))
-def ours(request: pytest.FixtureRequest, control_plane: Cluster, api: Api) -> Iterator[Target]:
-    stack = STACKS[request.param]
-    request.getfixturevalue(stack.service_fixture)
-    defn = _definition(stack, KIND, PLURAL, SCHEMA)
-    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(defn))
-    target = Target(control_plane, api, stack.group, stack)
-    wait_for(lambda: target.resource in served(control_plane, stack.group), f"{target.resource} served", timeout=60)
-    yield target
-    kubectl(control_plane, "delete", stack.definition_resource, defn["metadata"]["name"], "--ignore-not-found",
-            check=False)
-
-
-def _namespace(api: Api, name: str, labels: dict[str, str] | None = None) -> str:
-    _apply(api, "/api/v1/namespaces", {"metadata": {"name": name, "labels": labels or {}}})
-    return name
-
-
-def _both(ours: Target, oracle: Target, call: Any) -> tuple[tuple[int, Any], tuple[int, Any]]:
-    """The same request to both; the answers with the group made the same."""
-    mine, theirs = call(ours), call(oracle)
-    normalized = json.loads(json.dumps(mine[1]).replace(ours.group, ORACLE_GROUP)) if mine[1] is not None else None
-    return (mine[0], normalized), theirs
-
-
-def _assert_same_refusal(mine: tuple[int, Any], theirs: tuple[int, Any], code: int) -> None:
-    assert theirs[0] == code, theirs
-    assert mine[0] == code, mine
-    for key in ("code", "reason", "message"):
-        assert mine[1][key] == theirs[1][key], key
-    assert mine[1]["details"].get("causes") == theirs[1]["details"].get("causes")
+oracle, ours = fixtures(GUARDED)
 
 
 # --------------------------------------------------------------------------- CEL in the schema
 
 
 def test_immutable_field_is_refused_on_every_patch_as_for_a_crd(ours: Target, oracle: Target, api: Api) -> None:
-    namespace = _namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
+    namespace = ensure_namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
     for target in (ours, oracle):
         assert target.create(namespace, "db", {"storageClass": "fast"})[0] == 201
     before = ours.backing(namespace, "db")
@@ -182,35 +86,35 @@ def test_immutable_field_is_refused_on_every_patch_as_for_a_crd(ours: Target, or
                                  content_type="application/apply-patch+yaml")),
     ]
     for send in patches:
-        mine, theirs = _both(ours, oracle, send)
-        _assert_same_refusal(mine, theirs, 422)
+        mine, theirs = both(ours, oracle, send)
+        assert_same_refusal(mine, theirs, 422)
         assert mine[1]["details"]["causes"][0]["field"] == "spec.storageClass"
     after = ours.backing(namespace, "db")
     assert after is not None and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     # Ratcheting: the unchanged immutable field does not keep other fields from changing.
-    mine, theirs = _both(ours, oracle, lambda t: t.patch(namespace, "db", {"spec": {"size": "m"}}))
+    mine, theirs = both(ours, oracle, lambda t: t.patch(namespace, "db", {"spec": {"size": "m"}}))
     assert mine[0] == theirs[0] == 200, (mine, theirs)
     assert get_json(ours.cluster, ours.resource, "db", "-n", namespace)["spec"]["storageClass"] == "fast"
 
 
 def test_cross_field_rule_with_message_expression(ours: Target, oracle: Target, api: Api) -> None:
-    namespace = _namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
-    mine, theirs = _both(ours, oracle, lambda t: t.create(namespace, "big", {"replicas": 5}))
-    _assert_same_refusal(mine, theirs, 422)
+    namespace = ensure_namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
+    mine, theirs = both(ours, oracle, lambda t: t.create(namespace, "big", {"replicas": 5}))
+    assert_same_refusal(mine, theirs, 422)
     assert mine[1]["details"]["causes"][0]["message"].endswith("replicas exceed the default maxReplicas")
     assert ours.backing(namespace, "big") is None
     # Two causes at once are aggregated as kube does: "[a, b]".
     for target in (ours, oracle):
         assert target.create(namespace, "two", {"storageClass": "fast"})[0] == 201
-    mine, theirs = _both(ours, oracle, lambda t: t.patch(namespace, "two", {"spec": {"storageClass": "x",
+    mine, theirs = both(ours, oracle, lambda t: t.patch(namespace, "two", {"spec": {"storageClass": "x",
                                                                                      "replicas": 9}}))
-    _assert_same_refusal(mine, theirs, 422)
+    assert_same_refusal(mine, theirs, 422)
     assert len(mine[1]["details"]["causes"]) == 2 and ": [" in mine[1]["message"]
 
 
 def test_a_type_error_keeps_the_rules_from_running(ours: Target, oracle: Target, api: Api) -> None:
-    namespace = _namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
-    mine, theirs = _both(ours, oracle, lambda t: t.create(namespace, "typed", {"replicas": "many",
+    namespace = ensure_namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
+    mine, theirs = both(ours, oracle, lambda t: t.create(namespace, "typed", {"replicas": "many",
                                                                                "maxReplicas": 1}))
     assert mine[0] == theirs[0] == 422
 
@@ -223,7 +127,7 @@ def test_a_type_error_keeps_the_rules_from_running(ours: Target, oracle: Target,
 def test_a_rule_that_does_not_compile_rejects_only_its_definition(ours: Target, oracle: Target, api: Api,
                                                                  control_plane: Cluster) -> None:
     assert ours.stack is not None
-    broken = _definition(ours.stack, "Broken", "brokens", BROKEN_SCHEMA)
+    broken = definition(ours.stack, "Broken", "brokens", BROKEN_SCHEMA)
     kubectl(control_plane, "apply", "-f", "-", input=json.dumps(broken))
     try:
         def condition() -> JSON | None:
@@ -235,14 +139,14 @@ def test_a_rule_that_does_not_compile_rejects_only_its_definition(ours: Target, 
         assert accepted["reason"] == "InvalidSchema"
         # The same path kube-apiserver gives for the CRD's schema.
         status, refused = api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                                      _crd("broken.example", "Broken", "brokens", BROKEN_SCHEMA))
+                                      crd("broken.example", "Broken", "brokens", BROKEN_SCHEMA))
         assert status == 422, refused
         path = "properties[size].x-kubernetes-validations[0].rule"
         assert f"properties[spec].{path}" in refused["message"]
         assert f"openAPISchema.{path}" in accepted["message"]
         assert "brokens" not in served(control_plane, ours.group)
         # The other kind keeps working.
-        namespace = _namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
+        namespace = ensure_namespace(api, f"admission-cel-{ours.group.split('.')[0]}")
         assert ours.create(namespace, "still-served", {})[0] == 201
     finally:
         kubectl(control_plane, "delete", ours.stack.definition_resource, broken["metadata"]["name"],
@@ -290,14 +194,14 @@ LIMITED, FREE = "admission-limited", "admission-free"
 @pytest.fixture(scope="module")
 def policies(api: Api) -> Iterator[None]:
     for namespace in (LIMITED, FREE):
-        _namespace(api, namespace)
-    _apply(api, f"/api/v1/namespaces/{LIMITED}/configmaps",
+        ensure_namespace(api, namespace)
+    apply(api, f"/api/v1/namespaces/{LIMITED}/configmaps",
            {"metadata": {"name": "admission-limits"}, "data": {"size": "huge"}})
     for policy in POLICIES:
-        _apply(api, f"{ADMISSION}/validatingadmissionpolicies",
+        apply(api, f"{ADMISSION}/validatingadmissionpolicies",
                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", **policy})
     for binding in BINDINGS:
-        _apply(api, f"{ADMISSION}/validatingadmissionpolicybindings",
+        apply(api, f"{ADMISSION}/validatingadmissionpolicybindings",
                {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
                 **binding})
     yield
@@ -317,18 +221,18 @@ def test_params_deny_a_value_in_one_namespace_only(ours: Target, oracle: Target,
     for target in (ours, oracle):
         _enforced(target)
     huge, small = ours.name("huge"), ours.name("small")
-    mine, theirs = _both(ours, oracle, lambda t: t.create(LIMITED, huge, {"size": "huge"}))
-    _assert_same_refusal(mine, theirs, 422)
+    mine, theirs = both(ours, oracle, lambda t: t.create(LIMITED, huge, {"size": "huge"}))
+    assert_same_refusal(mine, theirs, 422)
     assert "size huge is not allowed here" in mine[1]["message"]
     assert ours.backing(LIMITED, huge) is None
-    mine, theirs = _both(ours, oracle, lambda t: t.create(FREE, huge, {"size": "huge"}))
+    mine, theirs = both(ours, oracle, lambda t: t.create(FREE, huge, {"size": "huge"}))
     assert mine[0] == theirs[0] == 201, (mine, theirs)
     # An update into the forbidden value is refused too, and changes nothing.
     for target in (ours, oracle):
         assert target.create(LIMITED, small, {"size": "s"})[0] == 201
     before = ours.backing(LIMITED, small)
-    mine, theirs = _both(ours, oracle, lambda t: t.patch(LIMITED, small, {"spec": {"size": "huge"}}))
-    _assert_same_refusal(mine, theirs, 422)
+    mine, theirs = both(ours, oracle, lambda t: t.patch(LIMITED, small, {"spec": {"size": "huge"}}))
+    assert_same_refusal(mine, theirs, 422)
     after = ours.backing(LIMITED, small)
     assert before is not None and after is not None
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
@@ -338,8 +242,8 @@ def test_dry_run_is_denied_too(ours: Target, oracle: Target, policies: None) -> 
     for target in (ours, oracle):
         _enforced(target)
     dry = ours.name("dry")
-    mine, theirs = _both(ours, oracle, lambda t: t.create(LIMITED, dry, {"size": "huge"}, query="?dryRun=All"))
-    _assert_same_refusal(mine, theirs, 422)
+    mine, theirs = both(ours, oracle, lambda t: t.create(LIMITED, dry, {"size": "huge"}, query="?dryRun=All"))
+    assert_same_refusal(mine, theirs, 422)
     result = ours.kubectl("create", "--dry-run=server", "-f", "-", body=ours.manifest(LIMITED, dry, {"size": "huge"}))
     assert result.returncode != 0 and "size huge is not allowed here" in result.stderr
     assert ours.backing(LIMITED, dry) is None
@@ -368,11 +272,4 @@ def test_delete_denied_by_a_policy(ours: Target, oracle: Target, policies: None)
     for target in (ours, oracle):
         _enforced(target)
         assert target.create(FREE, keep, {}, labels={"protected": "yes"})[0] == 201
-    before = ours.backing(FREE, keep)
-    for query in ("?dryRun=All", ""):
-        mine, theirs = _both(ours, oracle, lambda t, q=query: t.api.request("DELETE", t.path(FREE, keep) + q))
-        _assert_same_refusal(mine, theirs, 403)
-    after = ours.backing(FREE, keep)
-    assert before is not None and after is not None
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert "deletionTimestamp" not in after["metadata"]
+    assert_delete_refused(ours, oracle, FREE, keep, 403)

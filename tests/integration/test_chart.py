@@ -118,8 +118,10 @@ def expected_rules(backing_group: str, backing: str, definitions: str, apiservic
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
         {"apiGroups": ["admissionregistration.k8s.io"],
-         "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": ["list", "watch"]},
+         "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings",
+                       "mutatingwebhookconfigurations", "validatingwebhookconfigurations"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
         {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"], "resourceNames": [apiservice],
          "verbs": ["patch"]},
     ]
@@ -515,13 +517,17 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
         assert can("list", "", resource, namespace="tenant-x") == reads_plans, resource
         assert not can("create", "", resource, namespace="tenant-x")
     assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
-    # Admission: the policies and bindings read, never written; namespaces read one at a time.
-    for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+    # Admission: the policies, bindings and webhook configurations read, never written; namespaces and the
+    # Services of webhooks read one at a time.
+    for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings",
+                     "mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
         assert can("list", "admissionregistration.k8s.io", resource) and can("watch", "admissionregistration.k8s.io",
                                                                              resource)
         assert not can("create", "admissionregistration.k8s.io", resource)
     assert can("get", "", "namespaces", name="tenant-x") and not can("list", "", "namespaces")
     assert not can("delete", "", "namespaces", name="tenant-x")
+    assert can("get", "", "services", namespace="tenant-x", name="hooks") and not can("list", "", "services")
+    assert not can("update", "", "services", namespace="tenant-x", name="hooks")
     # Leader election: its own Lease in the release namespace, nothing else.
     assert can("create", "coordination.k8s.io", "leases", namespace=NS)
     for verb in ("get", "update"):

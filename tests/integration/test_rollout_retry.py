@@ -9,7 +9,6 @@ after the first round; it retries with backoff, and says how far it got in the d
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import threading
@@ -22,7 +21,6 @@ from typing import Any
 import pytest
 from localcluster.cluster import Cluster
 
-from shared.security import tls
 from tests import webhooks
 from tests.kube import get_json, kubectl, load_fixture, wait_for
 
@@ -86,18 +84,15 @@ class Webhook:
 @pytest.fixture
 def webhook(tmp_path: Path) -> Iterator[Webhook]:
     """The webhook server, on a free port of 127.0.0.1 with a certificate for that address."""
-    ca = tls.new_ca("rollout-retry-webhook-ca", days=1)
-    serving = tls.new_cert(ca, "127.0.0.1", ip_addresses=("127.0.0.1",), days=1)
-    (tmp_path / "tls.crt").write_bytes(serving.cert_pem)
-    (tmp_path / "tls.key").write_bytes(serving.key_pem)
+    cert = webhooks.certificate(tmp_path)
     policy = DenyFirstPatches(set())
 
     def decide(review: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                 "response": policy.review(review["request"])}
 
-    with webhooks.serve(decide, tmp_path / "tls.crt", tmp_path / "tls.key") as port:
-        yield Webhook(f"https://127.0.0.1:{port}/validate", base64.b64encode(ca.cert_pem).decode(), policy)
+    with webhooks.serve(decide, cert.cert, cert.key) as port:
+        yield Webhook(f"https://127.0.0.1:{port}/validate", cert.ca_bundle, policy)
 
 
 def _register(cluster: Cluster, hook: Webhook, stack: Stack, namespace: str) -> str:
