@@ -418,6 +418,7 @@ class ObjectClient:
         resource_version: str | None = None,
         timeout_seconds: int | None = DEFAULT_WATCH_SECONDS,
         allow_bookmarks: bool = True,
+        field_selector: str = "",
     ) -> AsyncGenerator[JSON, None]:
         """Yield raw ``{"type", "object"}`` events until kube-apiserver ends the stream.
 
@@ -434,6 +435,8 @@ class ObjectClient:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
         timeout = aiohttp.ClientTimeout(

@@ -42,15 +42,38 @@ class ResourceAttributes:
     subresource: str = ""
 
 
+@dataclass(frozen=True)
+class NonResourceAttributes:
+    """A request for a URL that names no resource (``nonResourceAttributes``): ``/metrics``, ``/openapi/v2``.
+
+    kube-apiserver authorizes its own non-resource paths this way, with the HTTP method as the
+    verb (``get`` for GET and HEAD); RBAC grants them through ``nonResourceURLs``.
+    """
+
+    path: str
+    verb: str = "get"
+
+
+#: What a SubjectAccessReview can ask about.
+Attributes = ResourceAttributes | NonResourceAttributes
+
 #: Answers one review: True if allowed.  Raising means "could not decide".
-ReviewFunction = Callable[[User, ResourceAttributes], Awaitable[bool]]
+ReviewFunction = Callable[[User, Attributes], Awaitable[bool]]
 
-_Key = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], ResourceAttributes]
+_Key = tuple[str, str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], Attributes]
 
 
-def _key(user: User, attrs: ResourceAttributes) -> _Key:
+def _key(user: User, attrs: Attributes) -> _Key:
+    # The kind leads the key: a resource and a non-resource question never share an entry, even
+    # if a path happened to spell like a resource name.
+    kind = "resource" if isinstance(attrs, ResourceAttributes) else "nonResource"
     extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
-    return (user.name, tuple(sorted(user.groups)), extra, attrs)
+    return (kind, user.name, tuple(sorted(user.groups)), extra, attrs)
+
+
+def describe(attrs: Attributes) -> str:
+    """What was asked, for logs: the resource, or the path."""
+    return attrs.resource if isinstance(attrs, ResourceAttributes) else attrs.path
 
 
 class Authorizer:
@@ -96,7 +119,7 @@ class Authorizer:
         while len(self._cache) > self._max_entries:
             self._cache.popitem(last=False)
 
-    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool:
+    async def authorize(self, user: User, attrs: Attributes) -> bool:
         """True if ``user`` may perform ``attrs``, False if denied.
 
         Raises a 503 :class:`~shared.errors.ApiError` when the review could not be completed;
@@ -120,7 +143,7 @@ class Authorizer:
             except Exception as exc:
                 log.error(
                     "SubjectAccessReview failed; refusing the request",
-                    extra={"user": user.name, "verb": attrs.verb, "resource": attrs.resource,
+                    extra={"user": user.name, "verb": attrs.verb, "resource": describe(attrs),
                            "error": repr(exc)},
                 )
                 failure = errors.unavailable("the authorization check could not be completed; try again")
@@ -137,8 +160,19 @@ class Authorizer:
             self._inflight.pop(key, None)
 
 
-def review_body(user: User, attrs: ResourceAttributes) -> dict[str, Any]:
+def review_body(user: User, attrs: Attributes) -> dict[str, Any]:
     """The ``authorization.k8s.io/v1 SubjectAccessReview`` sent for one question."""
+    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups)}
+    if isinstance(attrs, NonResourceAttributes):
+        spec["nonResourceAttributes"] = {"path": attrs.path, "verb": attrs.verb}
+    else:
+        spec["resourceAttributes"] = _resource_attributes(attrs)
+    if user.extra:
+        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+
+
+def _resource_attributes(attrs: ResourceAttributes) -> dict[str, Any]:
     resource: dict[str, Any] = {
         "verb": attrs.verb,
         "group": attrs.group,
@@ -151,10 +185,7 @@ def review_body(user: User, attrs: ResourceAttributes) -> dict[str, Any]:
         resource["name"] = attrs.name
     if attrs.subresource:
         resource["subresource"] = attrs.subresource
-    spec: dict[str, Any] = {"resourceAttributes": resource, "user": user.name, "groups": list(user.groups)}
-    if user.extra:
-        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+    return resource
 
 
 def subject_access_review(api_client: Any) -> ReviewFunction:
@@ -163,7 +194,7 @@ def subject_access_review(api_client: Any) -> ReviewFunction:
 
     api = client.AuthorizationV1Api(api_client)
 
-    async def review(user: User, attrs: ResourceAttributes) -> bool:
+    async def review(user: User, attrs: Attributes) -> bool:
         # The client serialises plain dicts as they are; the model classes add nothing here.
         result = await api.create_subject_access_review(
             cast(Any, review_body(user, attrs)), _request_timeout=REVIEW_TIMEOUT

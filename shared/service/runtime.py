@@ -27,7 +27,7 @@ from shared.api.errors import ApiError
 from shared.client import kube, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
-from shared.security import authn, authz, tls
+from shared.security import authn, authz, dynamic, tls
 from shared.server.apiserver import ApiServer
 from shared.service.logs import setup_logging
 from shared.service.operator import connection_info, run_operator
@@ -118,6 +118,14 @@ def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str) -
     return leader.LeaderElector(api, namespace, name, identity)
 
 
+def _trust(config: authn.RequestHeaderConfig, authenticator: authn.FrontProxyAuthenticator,
+           serving: dynamic.ServingTLS) -> None:
+    """A new front-proxy configuration: the TLS layer first, so a newly trusted CA already handshakes
+    when the authenticator starts accepting it."""
+    serving.set_client_ca(config.tls_client_cas())
+    authenticator.config = config
+
+
 async def _logged(task: Callable[[], Awaitable[None]]) -> None:
     """Run a background coroutine; a crash is logged (the service keeps serving) instead of lost."""
     try:
@@ -132,9 +140,10 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     """Run one service until SIGTERM/SIGINT."""
     api = await kube.api_client(args.kubeconfig)
     request_header = await authn.load_request_header_config(api)
+    authenticator = authn.FrontProxyAuthenticator(request_header)
     operator_ready = asyncio.Event()
     server = ApiServer(
-        authenticator=authn.FrontProxyAuthenticator(request_header),
+        authenticator=authenticator,
         authorizer=authz.from_api_client(api),
         readiness=operator_ready.is_set,
         title=component,
@@ -146,13 +155,15 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         ctx.leader = elector
     wiring = await build(ctx)
     cert, key = _serving_files(args, component)
-    runner = await server.serve(args.bind_address, args.secure_port,
-                                tls.server_context(cert, key, request_header.tls_client_cas()))
+    serving = dynamic.ServingTLS(cert, key, request_header.tls_client_cas())
+    trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, authenticator, serving))
+    trust.start()
+    runner = await server.serve(args.bind_address, args.secure_port, serving.context)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    background = [asyncio.create_task(_logged(task)) for task in wiring.tasks]
+    background = [asyncio.create_task(_logged(task)) for task in [*wiring.tasks, serving.watch_files]]
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
     try:
@@ -162,6 +173,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await trust.stop()
         if elector is not None:
             await elector.release()
         await runner.cleanup()
