@@ -24,13 +24,13 @@ import uvloop
 from kubernetes_asyncio import client as kclient
 
 from shared.api.errors import ApiError
-from shared.client import kube, leader
+from shared.client import credentials, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.security import authn, authz, dynamic, tls
 from shared.server.apiserver import ApiServer
 from shared.service.logs import setup_logging
-from shared.service.operator import connection_info, run_operator
+from shared.service.operator import run_operator
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,14 @@ class Context:
     server: ApiServer
     events: EventRecorder
     component: str
+    #: The process's credentials: ``api`` uses them, and kopf logs in with :meth:`kopf_login`.
+    login: credentials.Credentials
     #: Whether this replica may write; always the leader when ``--leader-elect`` is off.
     leader: leader.Leadership = field(default_factory=leader.AlwaysLeader)
+
+    async def kopf_login(self, **_: Any) -> kopf.ConnectionInfo:
+        """The kopf login handler: the same credentials ``api`` uses, refreshed as a request would refresh them."""
+        return await self.login.connection_info()
 
     async def discovery_changed(self, group: str, version: str) -> None:
         """Tell kube-apiserver that the kinds of ``group/version`` changed.
@@ -138,7 +144,8 @@ async def _logged(task: Callable[[], Awaitable[None]]) -> None:
 
 async def run(args: argparse.Namespace, component: str, build: Callable[[Context], Awaitable[Wiring]]) -> None:
     """Run one service until SIGTERM/SIGINT."""
-    api = await kube.api_client(args.kubeconfig)
+    login = await credentials.load(args.kubeconfig)
+    api = kclient.ApiClient(configuration=login.configuration)
     request_header = await authn.load_request_header_config(api)
     authenticator = authn.FrontProxyAuthenticator(request_header)
     operator_ready = asyncio.Event()
@@ -150,7 +157,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     )
     events = EventRecorder(api, component, socket.gethostname())
     elector = _elector(args, api, component)
-    ctx = Context(api=api, server=server, events=events, component=component)
+    ctx = Context(api=api, server=server, events=events, component=component, login=login)
     if elector is not None:
         ctx.leader = elector
     wiring = await build(ctx)
@@ -179,11 +186,6 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         await runner.cleanup()
         await wiring.close()
         await api.close()
-
-
-def login(kubeconfig: str | None) -> Callable[..., Any]:
-    """The kopf login callable for this process's credentials (kopf passes ``settings`` & co)."""
-    return lambda **kwargs: connection_info(kubeconfig, **kwargs)
 
 
 Build = Callable[[Context], Awaitable[Wiring]]
