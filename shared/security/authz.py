@@ -12,21 +12,16 @@ unresponsive kube-apiserver never hangs a request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from shared.api import errors
 from shared.api.rest import User
+from shared.security.reviews import REVIEW_TIMEOUT, ReviewCache
 
 log = logging.getLogger(__name__)
-
-#: Bound on one SubjectAccessReview round trip, in seconds.
-REVIEW_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,7 @@ def describe(attrs: Attributes) -> str:
 
 
 class Authorizer:
-    """Cached, fail-closed SubjectAccessReview authorizer."""
+    """Cached, fail-closed SubjectAccessReview authorizer (see :mod:`shared.security.reviews`)."""
 
     def __init__(
         self,
@@ -90,74 +85,25 @@ class Authorizer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._review = review
-        self._review_timeout = review_timeout
-        self._allowed_ttl = allowed_ttl
-        self._denied_ttl = denied_ttl
-        self._max_entries = max_entries
-        self._clock = clock
-        self._cache: OrderedDict[_Key, tuple[bool, float]] = OrderedDict()
-        self._inflight: dict[_Key, asyncio.Future[bool]] = {}
+        self._cache: ReviewCache[_Key, bool] = ReviewCache(
+            "SubjectAccessReview", lambda allowed: allowed_ttl if allowed else denied_ttl,
+            max_entries=max_entries, review_timeout=review_timeout, clock=clock)
 
     def __len__(self) -> int:
         return len(self._cache)
 
-    def _cached(self, key: _Key) -> bool | None:
-        entry = self._cache.get(key)
-        if entry is None:
-            return None
-        allowed, expires = entry
-        if self._clock() >= expires:
-            del self._cache[key]
-            return None
-        self._cache.move_to_end(key)
-        return allowed
-
-    def _store(self, key: _Key, allowed: bool) -> None:
-        ttl = self._allowed_ttl if allowed else self._denied_ttl
-        self._cache[key] = (allowed, self._clock() + ttl)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
-
     async def authorize(self, user: User, attrs: Attributes) -> bool:
         """True if ``user`` may perform ``attrs``, False if denied.
 
-        Raises a 503 :class:`~shared.errors.ApiError` when the review could not be completed;
+        Raises a 503 :class:`~shared.api.errors.ApiError` when the review could not be completed;
         such a failure is not cached, so the next request asks again.
         """
-        key = _key(user, attrs)
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            try:
-                async with asyncio.timeout(self._review_timeout):
-                    allowed = bool(await self._review(user, attrs))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.error(
-                    "SubjectAccessReview failed; refusing the request",
-                    extra={"user": user.name, "verb": attrs.verb, "resource": describe(attrs),
-                           "error": repr(exc)},
-                )
-                failure = errors.unavailable("the authorization check could not be completed; try again")
-                future.set_exception(failure)
-                future.exception()  # retrieved: sharing waiters re-raise it, nobody else must log it
-                raise failure from exc
-            self._store(key, allowed)
-            future.set_result(allowed)
-            return allowed
-        finally:
-            if not future.done():
-                future.set_exception(errors.unavailable("the authorization check was cancelled; try again"))
-                future.exception()
-            self._inflight.pop(key, None)
+
+        async def review() -> bool:
+            return bool(await self._review(user, attrs))
+
+        context = {"user": user.name, "verb": attrs.verb, "resource": describe(attrs)}
+        return await self._cache.get(_key(user, attrs), review, context)
 
 
 def review_body(user: User, attrs: Attributes) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from shared.api.errors import ApiError
 from shared.client import credentials, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
-from shared.security import authn, authz, dynamic, tls
+from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
 from shared.service.logs import setup_logging
 from shared.service.operator import run_operator
@@ -147,7 +147,8 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     login = await credentials.load(args.kubeconfig)
     api = kclient.ApiClient(configuration=login.configuration)
     request_header = await authn.load_request_header_config(api)
-    authenticator = authn.FrontProxyAuthenticator(request_header)
+    front_proxy = authn.FrontProxyAuthenticator(request_header)
+    authenticator = authn.DelegatingAuthenticator(front_proxy, tokens.TokenAuthenticator(tokens.token_review(api)))
     operator_ready = asyncio.Event()
     server = ApiServer(
         authenticator=authenticator,
@@ -163,7 +164,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     wiring = await build(ctx)
     cert, key = _serving_files(args, component)
     serving = dynamic.ServingTLS(cert, key, request_header.tls_client_cas())
-    trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, authenticator, serving))
+    trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, front_proxy, serving))
     trust.start()
     runner = await server.serve(args.bind_address, args.secure_port, serving.context)
     stop = asyncio.Event()
