@@ -148,3 +148,21 @@ async def test_exec_plugin_without_expiry_runs_once(tmp_path: Path) -> None:
         assert (await loaded.connection_info()).token == "exec-token-1"
     assert runs(tmp_path) == 1
     assert json.loads(json.dumps(loaded.configuration.api_key)) == {credentials.AUTHORIZATION: "Bearer exec-token-1"}
+
+
+async def test_service_account_in_a_pod(tmp_path: Path, material: dict[str, bytes],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a kubeconfig: the pod's projected token and CA, where kubelet mounts them."""
+    from kubernetes_asyncio.config import incluster_config
+
+    (tmp_path / "token").write_text("pod-token")
+    (tmp_path / "ca.crt").write_bytes(material["ca"])
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(tmp_path / "token"))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(tmp_path / "ca.crt"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    info = await (await credentials.load(None)).connection_info()
+    assert info.server == "https://10.96.0.1:443"
+    assert Path(str(info.ca_path)) == tmp_path / "ca.crt"
+    assert (info.scheme, info.token) == ("Bearer", "pod-token")
+    assert info.certificate_path is None and info.insecure is False
