@@ -7,7 +7,7 @@ import argparse
 from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
 from shared.server.admission import ClusterAdmission
-from shared.service.runtime import Build, Context, Wiring, login
+from shared.service.runtime import Build, Context, Wiring
 
 from .definition import ApplicationDefinition
 from .names import GROUP, HR_GVR, VERSION
@@ -42,7 +42,7 @@ def wiring(args: argparse.Namespace) -> Build:
             await registry.close()
             await admission.stop()
 
-        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=close,
+        return Wiring(operator=operator_registry(reconciler, ctx.kopf_login), close=close,
                       tasks=[reconciler.lead])
 
     return build

@@ -292,8 +292,8 @@ def operator_registry(reconciler: DefinitionReconciler, login: Any) -> kopf.Oper
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
-    def _login(**kwargs: Any) -> Any:
-        return login(**kwargs)
+    async def _login(**kwargs: Any) -> Any:
+        return await login(**kwargs)
 
     @kopf.on.event(DEFINITIONS.group, DEFINITIONS.version, DEFINITIONS.plural, registry=registry)
     async def _definition_event(*, type: str, body: Any, **_: Any) -> None:

@@ -8,7 +8,7 @@ from shared.api.names import dns1123_subdomain_error
 from shared.api.rest import ResourceInfo
 from shared.client.kube import GVR, ObjectClient
 from shared.server.admission import ClusterAdmission
-from shared.service.runtime import Build, Context, Wiring, login
+from shared.service.runtime import Build, Context, Wiring
 
 from .definition import TofuApplicationDefinition
 from .names import DEFAULT_GROUP, TF_GROUP, TF_PLURAL, TF_VERSION, VERSION
@@ -60,7 +60,7 @@ def wiring(args: argparse.Namespace) -> Build:
             await registry.close()
             await admission.stop()
 
-        return Wiring(operator=operator_registry(reconciler, login(args.kubeconfig)), close=close,
+        return Wiring(operator=operator_registry(reconciler, ctx.kopf_login), close=close,
                       tasks=[reconciler.lead])
 
     return build

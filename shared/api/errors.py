@@ -29,6 +29,8 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details: dict[str, Any] = dict(details or {})
+        #: kube-apiserver writes ``"details": {}`` for some errors (a forbidden path); None omits it when empty.
+        self._always_details = details is not None
         if causes:
             self.details["causes"] = causes
         if retry_after is not None:
@@ -46,7 +48,7 @@ class ApiError(Exception):
         }
         if self.reason:  # a webhook's denial may have none; kube-apiserver then leaves it out
             body["reason"] = self.reason
-        if self.details:
+        if self.details or self._always_details:
             body["details"] = self.details
         return body
 
@@ -71,6 +73,11 @@ def forbidden(user: str, verb: str, resource: str, group: str, namespace: str | 
     scope = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     message = f'{what} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "{group}"{scope}'
     return ApiError(403, "Forbidden", message, details=_details(group, resource, name))
+
+
+def forbidden_path(user: str, verb: str, path: str) -> ApiError:
+    """403 for a non-resource URL (``/metrics``, ``/openapi/v2``), worded and detailed as kube-apiserver's."""
+    return ApiError(403, "Forbidden", f'forbidden: User "{user}" cannot {verb} path "{path}"', details={})
 
 
 def not_found(group: str, resource: str, name: str) -> ApiError:

@@ -28,12 +28,12 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 from kubernetes_asyncio import client as kclient
-from kubernetes_asyncio import config as kconfig
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON
+from shared.client import credentials
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +71,10 @@ _DEFAULT_REASONS = {
 
 
 async def api_client(kubeconfig: str | None) -> kclient.ApiClient:
-    """An ``ApiClient`` from a kubeconfig path, or from the pod's service account when None.
-
-    The in-cluster loader reads token and CA files synchronously, so it runs in a thread; the
-    kubeconfig loader is already async (its only blocking step is reading one small file).
-    """
-    if kubeconfig:
-        result: kclient.ApiClient = await kconfig.new_client_from_config(
-            config_file=kubeconfig, persist_config=False
-        )
-        return result
-    configuration = kclient.Configuration()
-    await asyncio.to_thread(kconfig.load_incluster_config, client_configuration=configuration)
-    return kclient.ApiClient(configuration=configuration)
+    """An ``ApiClient`` from a kubeconfig path, or from the pod's service account when None
+    (:mod:`shared.client.credentials` loads and refreshes the credentials)."""
+    loaded = await credentials.load(kubeconfig)
+    return kclient.ApiClient(configuration=loaded.configuration)
 
 
 @dataclass(frozen=True)
@@ -418,6 +409,7 @@ class ObjectClient:
         resource_version: str | None = None,
         timeout_seconds: int | None = DEFAULT_WATCH_SECONDS,
         allow_bookmarks: bool = True,
+        field_selector: str = "",
     ) -> AsyncGenerator[JSON, None]:
         """Yield raw ``{"type", "object"}`` events until kube-apiserver ends the stream.
 
@@ -434,6 +426,8 @@ class ObjectClient:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
         timeout = aiohttp.ClientTimeout(

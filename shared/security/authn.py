@@ -24,6 +24,7 @@ from cryptography.exceptions import InvalidSignature
 
 from shared.api import errors
 from shared.api.rest import User
+from shared.security.tokens import TokenAuthenticator, bearer_token
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,28 @@ class FrontProxyAuthenticator:
         ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None and peercert else None
         return self.config.authenticate(peercert, request.headers, der)
+
+
+class DelegatingAuthenticator:
+    """Who is asking, as a Go aggregated server's delegated authentication decides it.
+
+    A request that presents a verified client certificate is the front proxy's, and is judged as
+    such (the certificate, the allowed names, the identity headers).  A request without one that
+    carries ``Authorization: Bearer`` is a direct caller (Prometheus scraping ``/metrics``), whose
+    token kube-apiserver authenticates.  Anything else is 401.
+    """
+
+    def __init__(self, front_proxy: FrontProxyAuthenticator, tokens: TokenAuthenticator | None) -> None:
+        self.front_proxy = front_proxy
+        self.tokens = tokens
+
+    async def __call__(self, request: web.Request) -> User:
+        transport = request.transport
+        has_certificate = bool(transport.get_extra_info("peercert")) if transport is not None else False
+        token = bearer_token(request.headers.get("Authorization"))
+        if has_certificate or token is None or self.tokens is None:
+            return self.front_proxy(request)
+        return await self.tokens.authenticate(token)
 
 
 async def load_request_header_config(api_client: Any) -> RequestHeaderConfig:

@@ -12,21 +12,16 @@ unresponsive kube-apiserver never hangs a request.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from shared.api import errors
 from shared.api.rest import User
+from shared.security.reviews import REVIEW_TIMEOUT, ReviewCache
 
 log = logging.getLogger(__name__)
-
-#: Bound on one SubjectAccessReview round trip, in seconds.
-REVIEW_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -42,19 +37,42 @@ class ResourceAttributes:
     subresource: str = ""
 
 
+@dataclass(frozen=True)
+class NonResourceAttributes:
+    """A request for a URL that names no resource (``nonResourceAttributes``): ``/metrics``, ``/openapi/v2``.
+
+    kube-apiserver authorizes its own non-resource paths this way, with the HTTP method as the
+    verb (``get`` for GET and HEAD); RBAC grants them through ``nonResourceURLs``.
+    """
+
+    path: str
+    verb: str = "get"
+
+
+#: What a SubjectAccessReview can ask about.
+Attributes = ResourceAttributes | NonResourceAttributes
+
 #: Answers one review: True if allowed.  Raising means "could not decide".
-ReviewFunction = Callable[[User, ResourceAttributes], Awaitable[bool]]
+ReviewFunction = Callable[[User, Attributes], Awaitable[bool]]
 
-_Key = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], ResourceAttributes]
+_Key = tuple[str, str, tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], Attributes]
 
 
-def _key(user: User, attrs: ResourceAttributes) -> _Key:
+def _key(user: User, attrs: Attributes) -> _Key:
+    # The kind leads the key: a resource and a non-resource question never share an entry, even
+    # if a path happened to spell like a resource name.
+    kind = "resource" if isinstance(attrs, ResourceAttributes) else "nonResource"
     extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
-    return (user.name, tuple(sorted(user.groups)), extra, attrs)
+    return (kind, user.name, tuple(sorted(user.groups)), extra, attrs)
+
+
+def describe(attrs: Attributes) -> str:
+    """What was asked, for logs: the resource, or the path."""
+    return attrs.resource if isinstance(attrs, ResourceAttributes) else attrs.path
 
 
 class Authorizer:
-    """Cached, fail-closed SubjectAccessReview authorizer."""
+    """Cached, fail-closed SubjectAccessReview authorizer (see :mod:`shared.security.reviews`)."""
 
     def __init__(
         self,
@@ -67,78 +85,40 @@ class Authorizer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._review = review
-        self._review_timeout = review_timeout
-        self._allowed_ttl = allowed_ttl
-        self._denied_ttl = denied_ttl
-        self._max_entries = max_entries
-        self._clock = clock
-        self._cache: OrderedDict[_Key, tuple[bool, float]] = OrderedDict()
-        self._inflight: dict[_Key, asyncio.Future[bool]] = {}
+        self._cache: ReviewCache[_Key, bool] = ReviewCache(
+            "SubjectAccessReview", lambda allowed: allowed_ttl if allowed else denied_ttl,
+            max_entries=max_entries, review_timeout=review_timeout, clock=clock)
 
     def __len__(self) -> int:
         return len(self._cache)
 
-    def _cached(self, key: _Key) -> bool | None:
-        entry = self._cache.get(key)
-        if entry is None:
-            return None
-        allowed, expires = entry
-        if self._clock() >= expires:
-            del self._cache[key]
-            return None
-        self._cache.move_to_end(key)
-        return allowed
-
-    def _store(self, key: _Key, allowed: bool) -> None:
-        ttl = self._allowed_ttl if allowed else self._denied_ttl
-        self._cache[key] = (allowed, self._clock() + ttl)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
-
-    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool:
+    async def authorize(self, user: User, attrs: Attributes) -> bool:
         """True if ``user`` may perform ``attrs``, False if denied.
 
-        Raises a 503 :class:`~shared.errors.ApiError` when the review could not be completed;
+        Raises a 503 :class:`~shared.api.errors.ApiError` when the review could not be completed;
         such a failure is not cached, so the next request asks again.
         """
-        key = _key(user, attrs)
-        cached = self._cached(key)
-        if cached is not None:
-            return cached
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            try:
-                async with asyncio.timeout(self._review_timeout):
-                    allowed = bool(await self._review(user, attrs))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.error(
-                    "SubjectAccessReview failed; refusing the request",
-                    extra={"user": user.name, "verb": attrs.verb, "resource": attrs.resource,
-                           "error": repr(exc)},
-                )
-                failure = errors.unavailable("the authorization check could not be completed; try again")
-                future.set_exception(failure)
-                future.exception()  # retrieved: sharing waiters re-raise it, nobody else must log it
-                raise failure from exc
-            self._store(key, allowed)
-            future.set_result(allowed)
-            return allowed
-        finally:
-            if not future.done():
-                future.set_exception(errors.unavailable("the authorization check was cancelled; try again"))
-                future.exception()
-            self._inflight.pop(key, None)
+
+        async def review() -> bool:
+            return bool(await self._review(user, attrs))
+
+        context = {"user": user.name, "verb": attrs.verb, "resource": describe(attrs)}
+        return await self._cache.get(_key(user, attrs), review, context)
 
 
-def review_body(user: User, attrs: ResourceAttributes) -> dict[str, Any]:
+def review_body(user: User, attrs: Attributes) -> dict[str, Any]:
     """The ``authorization.k8s.io/v1 SubjectAccessReview`` sent for one question."""
+    spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups)}
+    if isinstance(attrs, NonResourceAttributes):
+        spec["nonResourceAttributes"] = {"path": attrs.path, "verb": attrs.verb}
+    else:
+        spec["resourceAttributes"] = _resource_attributes(attrs)
+    if user.extra:
+        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+
+
+def _resource_attributes(attrs: ResourceAttributes) -> dict[str, Any]:
     resource: dict[str, Any] = {
         "verb": attrs.verb,
         "group": attrs.group,
@@ -151,10 +131,7 @@ def review_body(user: User, attrs: ResourceAttributes) -> dict[str, Any]:
         resource["name"] = attrs.name
     if attrs.subresource:
         resource["subresource"] = attrs.subresource
-    spec: dict[str, Any] = {"resourceAttributes": resource, "user": user.name, "groups": list(user.groups)}
-    if user.extra:
-        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+    return resource
 
 
 def subject_access_review(api_client: Any) -> ReviewFunction:
@@ -163,7 +140,7 @@ def subject_access_review(api_client: Any) -> ReviewFunction:
 
     api = client.AuthorizationV1Api(api_client)
 
-    async def review(user: User, attrs: ResourceAttributes) -> bool:
+    async def review(user: User, attrs: Attributes) -> bool:
         # The client serialises plain dicts as they are; the model classes add nothing here.
         result = await api.create_subject_access_review(
             cast(Any, review_body(user, attrs)), _request_timeout=REVIEW_TIMEOUT

@@ -173,9 +173,9 @@ def _text(pem: bytes | str) -> str:
 def server_context(cert_file: str | Path, key_file: str | Path, client_ca: bytes | str | None) -> ssl.SSLContext:
     """Server-side TLS context that verifies client certificates *when one is presented*.
 
-    ``CERT_OPTIONAL`` rather than ``CERT_REQUIRED``: health probes and Prometheus come without a
-    certificate and must still reach ``/healthz`` and ``/metrics``; the request-header
-    authenticator then rejects resource requests that carry no verified certificate.  Python
+    ``CERT_OPTIONAL`` rather than ``CERT_REQUIRED``: health probes come without a certificate, and so
+    does Prometheus, which authenticates with its ServiceAccount token; the request-header
+    authenticator then rejects front-proxy requests that carry no verified certificate.  Python
     only exposes ``peercert`` after the chain verified against ``client_ca``.
     """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

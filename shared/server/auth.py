@@ -16,7 +16,7 @@ from aiohttp import web
 
 from shared.api import errors
 from shared.api.rest import User
-from shared.security.authz import ResourceAttributes
+from shared.security.authz import Attributes, NonResourceAttributes
 from shared.service.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ Authenticator = Callable[[web.Request], "User | Awaitable[User]"]
 class AuthorizerLike(Protocol):
     """What the HTTP layer needs from an authorizer (:class:`shared.security.authz.Authorizer` is one)."""
 
-    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool: ...
+    async def authorize(self, user: User, attrs: Attributes) -> bool: ...
 
 
 class Gate:
@@ -47,7 +47,7 @@ class Gate:
         result = self.authenticator(request)
         return await result if inspect.isawaitable(result) else result
 
-    async def authorize(self, user: User, attrs: ResourceAttributes) -> None:
+    async def authorize(self, user: User, attrs: Attributes) -> None:
         """Return if ``user`` may do ``attrs``; raise 403 otherwise."""
         allowed = False
         if self.authorizer is None:
@@ -55,7 +55,10 @@ class Gate:
         else:
             allowed = await self.authorizer.authorize(user, attrs)
         self._metrics.authorization_decisions.labels("allow" if allowed else "deny").inc()
-        if not allowed:
-            # kube-apiserver names a subresource as "<resource>/<subresource>" in the message.
-            resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
-            raise errors.forbidden(user.name, attrs.verb, resource, attrs.group, attrs.namespace, attrs.name)
+        if allowed:
+            return
+        if isinstance(attrs, NonResourceAttributes):
+            raise errors.forbidden_path(user.name, attrs.verb, attrs.path)
+        # kube-apiserver names a subresource as "<resource>/<subresource>" in the message.
+        resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+        raise errors.forbidden(user.name, attrs.verb, resource, attrs.group, attrs.namespace, attrs.name)

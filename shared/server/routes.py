@@ -18,7 +18,7 @@ from aiohttp import web
 from shared.api import errors
 from shared.api.rest import RequestContext, Storage, SubresourceReader, User
 from shared.bodies import JSON
-from shared.security.authz import ResourceAttributes
+from shared.security.authz import NonResourceAttributes, ResourceAttributes
 from shared.server import reads, watch, writes
 from shared.server.auth import Gate
 from shared.server.body import MAX_BODY_BYTES, Body
@@ -80,7 +80,7 @@ class Routes:
         app.router.add_route("*", "/apis/{tail:.*}", self._apis)
         return app
 
-    # --- unauthenticated probes ----------------------------------------------------------------
+    # --- unauthenticated probes (the only open paths, as kube-apiserver's own) ------------------
 
     async def _healthz(self, request: web.Request) -> web.Response:
         request[REQUEST_LOG].quiet = True
@@ -94,23 +94,24 @@ class Routes:
             ready = bool(await result) if inspect.isawaitable(result) else bool(result)
         return web.Response(text="ok" if ready else "not ready", status=200 if ready else 503)
 
+    # --- non-resource paths: authorized like kube-apiserver's own ---------------------------------
+
     async def _metrics_text(self, request: web.Request) -> web.Response:
         request[REQUEST_LOG].quiet = True
+        await self._authorize_path(request, verb="metrics")
         data, content_type = self._metrics.render()
         return web.Response(body=data, headers={"Content-Type": content_type})
 
-    # --- OpenAPI -------------------------------------------------------------------------------
-
     async def _openapi_v2(self, request: web.Request) -> web.Response:
-        await self._authenticate(request, verb="openapi")
+        await self._authorize_path(request, verb="openapi")
         return _document(request, *self._documents.openapi_v2())
 
     async def _openapi_v3_index(self, request: web.Request) -> web.Response:
-        await self._authenticate(request, verb="openapi")
+        await self._authorize_path(request, verb="openapi")
         return json_response(self._documents.openapi_v3_index())
 
     async def _openapi_v3(self, request: web.Request) -> web.Response:
-        await self._authenticate(request, verb="openapi")
+        await self._authorize_path(request, verb="openapi")
         group, version = request.match_info["group"], request.match_info["version"]
         return _document(request, *self._documents.openapi_v3(group, version))
 
@@ -123,6 +124,13 @@ class Routes:
         user = await self._gate.authenticate(request)
         record.user = user.name
         return user
+
+    async def _authorize_path(self, request: web.Request, verb: str) -> None:
+        """Authenticate, then ask for ``get`` on the URL path (``nonResourceAttributes``), as
+        kube-apiserver does for ``/metrics`` and ``/openapi/*``: RBAC grants these through
+        ``nonResourceURLs`` (``system:discovery`` covers ``/openapi/*`` for every authenticated user)."""
+        user = await self._authenticate(request, verb=verb)
+        await self._gate.authorize(user, NonResourceAttributes(path=request.path, verb="get"))
 
     async def _apis(self, request: web.Request) -> web.StreamResponse:
         user = await self._authenticate(request)

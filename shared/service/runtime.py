@@ -24,13 +24,13 @@ import uvloop
 from kubernetes_asyncio import client as kclient
 
 from shared.api.errors import ApiError
-from shared.client import kube, leader
+from shared.client import credentials, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
-from shared.security import authn, authz, tls
+from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
 from shared.service.logs import setup_logging
-from shared.service.operator import connection_info, run_operator
+from shared.service.operator import run_operator
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,14 @@ class Context:
     server: ApiServer
     events: EventRecorder
     component: str
+    #: The process's credentials: ``api`` uses them, and kopf logs in with :meth:`kopf_login`.
+    login: credentials.Credentials
     #: Whether this replica may write; always the leader when ``--leader-elect`` is off.
     leader: leader.Leadership = field(default_factory=leader.AlwaysLeader)
+
+    async def kopf_login(self, **_: Any) -> kopf.ConnectionInfo:
+        """The kopf login handler: the same credentials ``api`` uses, refreshed as a request would refresh them."""
+        return await self.login.connection_info()
 
     async def discovery_changed(self, group: str, version: str) -> None:
         """Tell kube-apiserver that the kinds of ``group/version`` changed.
@@ -118,6 +124,14 @@ def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str) -
     return leader.LeaderElector(api, namespace, name, identity)
 
 
+def _trust(config: authn.RequestHeaderConfig, authenticator: authn.FrontProxyAuthenticator,
+           serving: dynamic.ServingTLS) -> None:
+    """A new front-proxy configuration: the TLS layer first, so a newly trusted CA already handshakes
+    when the authenticator starts accepting it."""
+    serving.set_client_ca(config.tls_client_cas())
+    authenticator.config = config
+
+
 async def _logged(task: Callable[[], Awaitable[None]]) -> None:
     """Run a background coroutine; a crash is logged (the service keeps serving) instead of lost."""
     try:
@@ -130,29 +144,34 @@ async def _logged(task: Callable[[], Awaitable[None]]) -> None:
 
 async def run(args: argparse.Namespace, component: str, build: Callable[[Context], Awaitable[Wiring]]) -> None:
     """Run one service until SIGTERM/SIGINT."""
-    api = await kube.api_client(args.kubeconfig)
+    login = await credentials.load(args.kubeconfig)
+    api = kclient.ApiClient(configuration=login.configuration)
     request_header = await authn.load_request_header_config(api)
+    front_proxy = authn.FrontProxyAuthenticator(request_header)
+    authenticator = authn.DelegatingAuthenticator(front_proxy, tokens.TokenAuthenticator(tokens.token_review(api)))
     operator_ready = asyncio.Event()
     server = ApiServer(
-        authenticator=authn.FrontProxyAuthenticator(request_header),
+        authenticator=authenticator,
         authorizer=authz.from_api_client(api),
         readiness=operator_ready.is_set,
         title=component,
     )
     events = EventRecorder(api, component, socket.gethostname())
     elector = _elector(args, api, component)
-    ctx = Context(api=api, server=server, events=events, component=component)
+    ctx = Context(api=api, server=server, events=events, component=component, login=login)
     if elector is not None:
         ctx.leader = elector
     wiring = await build(ctx)
     cert, key = _serving_files(args, component)
-    runner = await server.serve(args.bind_address, args.secure_port,
-                                tls.server_context(cert, key, request_header.tls_client_cas()))
+    serving = dynamic.ServingTLS(cert, key, request_header.tls_client_cas())
+    trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, front_proxy, serving))
+    trust.start()
+    runner = await server.serve(args.bind_address, args.secure_port, serving.context)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    background = [asyncio.create_task(_logged(task)) for task in wiring.tasks]
+    background = [asyncio.create_task(_logged(task)) for task in [*wiring.tasks, serving.watch_files]]
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
     try:
@@ -162,16 +181,12 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
+        await trust.stop()
         if elector is not None:
             await elector.release()
         await runner.cleanup()
         await wiring.close()
         await api.close()
-
-
-def login(kubeconfig: str | None) -> Callable[..., Any]:
-    """The kopf login callable for this process's credentials (kopf passes ``settings`` & co)."""
-    return lambda **kwargs: connection_info(kubeconfig, **kwargs)
 
 
 Build = Callable[[Context], Awaitable[Wiring]]

@@ -158,9 +158,11 @@ def test_both_services_by_default(helm: Helm) -> None:
     assert names(docs, "CustomResourceDefinition") == {"applicationdefinitions.cozystack.io",
                                                        "tofuapplicationdefinitions.cozystack.io"}
     assert names(docs, "ClusterRole") == {HELM_SVC, f"{HELM_SVC}:edit", f"{HELM_SVC}:view",
-                                          TOFU_SVC, f"{TOFU_SVC}:edit", f"{TOFU_SVC}:view"}
+                                          f"{HELM_SVC}:aggregator-openapi", TOFU_SVC, f"{TOFU_SVC}:edit",
+                                          f"{TOFU_SVC}:view", f"{TOFU_SVC}:aggregator-openapi"}
     assert names(docs, "ClusterRoleBinding") == {HELM_SVC, f"{HELM_SVC}:auth-delegator",
-                                                 TOFU_SVC, f"{TOFU_SVC}:auth-delegator"}
+                                                 f"{HELM_SVC}:aggregator-openapi", TOFU_SVC,
+                                                 f"{TOFU_SVC}:auth-delegator", f"{TOFU_SVC}:aggregator-openapi"}
     assert names(docs, "RoleBinding") == {f"{NS}:{HELM_SVC}:auth-reader", f"{NS}:{TOFU_SVC}:auth-reader",
                                           f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
     assert names(docs, "Role") == {f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
@@ -342,6 +344,31 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
                    for name in names(helm.template("rbac.aggregateToTenantRoles=false"), "ClusterRole"))
 
 
+def test_non_resource_url_roles(helm: Helm) -> None:
+    """kube-apiserver's aggregator may read OpenAPI; /metrics readers only when asked for."""
+    objs = index(helm.template())
+    for svc in (HELM_SVC, TOFU_SVC):
+        role = objs[("ClusterRole", f"{svc}:aggregator-openapi")]
+        assert role["rules"] == [{"nonResourceURLs": ["/openapi", "/openapi/*"], "verbs": ["get"]}]
+        binding = objs[("ClusterRoleBinding", f"{svc}:aggregator-openapi")]
+        assert binding["roleRef"]["name"] == f"{svc}:aggregator-openapi"
+        assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                        "name": "system:aggregator"}]
+        assert (("ClusterRole", f"{svc}:metrics-reader")) not in objs
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
+    opted = index(helm.template("rbac.metricsReader.enabled=true"))
+    unbound = index(helm.template(extra=("--set-json", f"rbac.metricsReader.subjects=[{json.dumps(prometheus)}]")))
+    assert not any(name.endswith(":metrics-reader") for _, name in unbound)  # subjects alone do nothing
+    bound = index(helm.template("rbac.metricsReader.enabled=true",
+                                extra=("--set-json", f"rbac.metricsReader.subjects=[{json.dumps(prometheus)}]")))
+    for svc in (HELM_SVC, TOFU_SVC):
+        assert opted[("ClusterRole", f"{svc}:metrics-reader")]["rules"] == [
+            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+        assert ("ClusterRoleBinding", f"{svc}:metrics-reader") not in opted
+        binding = bound[("ClusterRoleBinding", f"{svc}:metrics-reader")]
+        assert binding["roleRef"]["name"] == f"{svc}:metrics-reader" and binding["subjects"] == [prometheus]
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ("helmAgl.replicas=-1", "/helmAgl/replicas"),
     ("tofuAgl.group=Not_A_Group", "/tofuAgl/group"),
@@ -349,6 +376,7 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
     ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
     ("helmAgl.enabeld=true", "enabeld"),
     ("tofuAgl.group=apps.cozystack.io", "must differ from apps.cozystack.io"),
+    ("rbac.metricsReader.enabled=maybe", "/rbac/metricsReader/enabled"),
 ])
 def test_bad_values_are_refused(helm: Helm, setting: str, message: str) -> None:
     result = helm.run("template", RELEASE, str(CHART), "--set", setting, check=False)
@@ -407,10 +435,23 @@ def allowed(cluster: Cluster, user: str, groups: list[str], verb: str, group: st
     return bool(json.loads(out)["status"].get("allowed"))
 
 
+PROMETHEUS = {"kind": "ServiceAccount", "name": "prometheus", "namespace": NS}
+
+
+def allowed_path(cluster: Cluster, user: str, groups: list[str], path: str) -> bool:
+    """A SubjectAccessReview for ``get`` on a non-resource URL."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": user, "groups": groups, "nonResourceAttributes": {"path": path, "verb": "get"}}}
+    out = kubectl(cluster, "create", "-o", "json", "-f", "-", input=json.dumps(review)).stdout
+    return bool(json.loads(out)["status"].get("allowed"))
+
+
 @pytest.fixture(scope="module")
 def applied(control_plane: Cluster, helm: Helm) -> Iterator[list[Doc]]:
-    """Both services rendered (own Tofu group) and applied; the APIServices only as a server dry run."""
-    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}")
+    """Both services rendered (own Tofu group, a Prometheus allowed /metrics) and applied; the APIServices
+    only as a server dry run."""
+    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}", "rbac.metricsReader.enabled=true",
+                         extra=("--set-json", f"rbac.metricsReader.subjects=[{json.dumps(PROMETHEUS)}]"))
     kubectl(control_plane, "create", "namespace", NS, check=False)
     apiservices = of_kind(docs, "APIService")
     rest = [doc for doc in docs if doc["kind"] != "APIService"]
@@ -536,6 +577,17 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert not can("get", "coordination.k8s.io", "leases", namespace="kube-system", name=f"{svc}-reconciler")
     assert not can("delete", "coordination.k8s.io", "leases", namespace=NS, name=f"{svc}-reconciler")
     assert not can("update", "apiextensions.k8s.io", "customresourcedefinitions", name=f"{definitions}.cozystack.io")
+
+
+def test_non_resource_urls_granted_as_rendered(control_plane: Cluster, applied: list[Doc]) -> None:
+    """The bound Prometheus reads /metrics and nothing else new; the services' own accounts do not."""
+    prometheus = sa(PROMETHEUS["name"])
+    wait_for(lambda: allowed_path(control_plane, *prometheus, "/metrics"), "the metrics-reader binding to take effect")
+    assert not allowed_path(control_plane, prometheus[0], [], "/openapi/v2")
+    for svc in (HELM_SVC, TOFU_SVC):
+        assert not allowed_path(control_plane, *sa(svc), "/metrics")
+    assert allowed_path(control_plane, "system:aggregator", [], "/openapi/v3/apis/apps.cozystack.io/v1alpha1")
+    assert not allowed_path(control_plane, "system:aggregator", [], "/metrics")
 
 
 def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Cluster, applied: list[Doc]) -> None:

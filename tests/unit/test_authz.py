@@ -9,7 +9,7 @@ import pytest
 
 from shared.api import errors
 from shared.api.rest import User
-from shared.security.authz import Authorizer, ResourceAttributes, review_body
+from shared.security.authz import Attributes, Authorizer, NonResourceAttributes, ResourceAttributes, review_body
 
 ALICE = User("alice", ("devs",), {"scopes": ("a",)})
 GET = ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "ns", "a")
@@ -28,11 +28,11 @@ class FakeReview:
 
     def __init__(self, allowed_verbs: set[str]) -> None:
         self.allowed_verbs = allowed_verbs
-        self.calls: list[tuple[User, ResourceAttributes]] = []
+        self.calls: list[tuple[User, Attributes]] = []
         self.fail = False
         self.gate: asyncio.Event | None = None
 
-    async def __call__(self, user: User, attrs: ResourceAttributes) -> bool:
+    async def __call__(self, user: User, attrs: Attributes) -> bool:
         self.calls.append((user, attrs))
         if self.gate is not None:
             await self.gate.wait()
@@ -154,3 +154,30 @@ def test_review_body() -> None:
         "resource": "things",
     }
     assert "extra" not in cluster_list["spec"]
+
+
+def test_review_body_for_a_path() -> None:
+    body = review_body(ALICE, NonResourceAttributes("/openapi/v2"))
+    assert body["spec"] == {"nonResourceAttributes": {"path": "/openapi/v2", "verb": "get"},
+                            "user": "alice", "groups": ["devs"], "extra": {"scopes": ["a"]}}
+
+
+class PathsOnly:
+    """Allows non-resource questions only: a resource answer taken from the cache would be wrong."""
+
+    def __init__(self) -> None:
+        self.calls: list[Attributes] = []
+
+    async def __call__(self, user: User, attrs: Attributes) -> bool:
+        self.calls.append(attrs)
+        return isinstance(attrs, NonResourceAttributes)
+
+
+async def test_resource_and_path_decisions_never_share_a_cache_entry() -> None:
+    review = PathsOnly()
+    authz = Authorizer(review, clock=Clock())
+    path = NonResourceAttributes("/metrics")
+    assert await authz.authorize(ALICE, path)
+    assert not await authz.authorize(ALICE, ResourceAttributes("get", "", "v1", "/metrics"))
+    assert await authz.authorize(ALICE, path)  # cached under its own key
+    assert len(review.calls) == 2

@@ -27,10 +27,32 @@ def serving_cert(cluster: Cluster, service: str, namespace: str) -> tuple[pki.Ke
     return ca, cert
 
 
+#: The user kube-apiserver's aggregator fetches every APIService's ``/openapi/v2`` and ``/openapi/v3``
+#: as (no groups): the servers authorize those paths with a SubjectAccessReview, and kube-apiserver's
+#: default RBAC grants this user nothing, so whoever registers an aggregated server grants it.
+AGGREGATOR_OPENAPI_USER = "system:aggregator"
+OPENAPI_READER = "agl-local:aggregator-openapi"
+
+
+def openapi_reader() -> list[dict[str, object]]:
+    """ClusterRole and binding that let kube-apiserver's aggregator read the servers' OpenAPI
+    (the chart's ``<service>:aggregator-openapi`` does the same in a cluster)."""
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": OPENAPI_READER},
+         "rules": [{"nonResourceURLs": ["/openapi", "/openapi/*"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": OPENAPI_READER},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": OPENAPI_READER},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": AGGREGATOR_OPENAPI_USER}]},
+    ]
+
+
 def register(cluster: Cluster, *, group: str, version: str, service: str, namespace: str, port: int,
              ca_bundle: Path, priority: int = 1000) -> None:
-    """Create/replace the namespace, ExternalName Service and APIService for one group version."""
+    """Create/replace the namespace, ExternalName Service and APIService for one group version, and let
+    the aggregator read the server's OpenAPI."""
     documents = [
+        *openapi_reader(),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
          "spec": {"type": "ExternalName", "externalName": "localhost",

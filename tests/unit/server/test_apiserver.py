@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from shared.api import errors, selectors
 from shared.api.rest import Column, ListOptions, RequestContext, ResourceInfo, User, WriteOptions
 from shared.bodies import JSON
-from shared.security.authz import ResourceAttributes
+from shared.security.authz import Attributes, NonResourceAttributes, ResourceAttributes
 from shared.server.apiserver import ApiServer
 
 GROUP, VERSION = "apps.example.io", "v1alpha1"
@@ -216,10 +216,10 @@ class MemoryStorage:
 
 class RecordingAuthorizer:
     def __init__(self) -> None:
-        self.asked: list[ResourceAttributes] = []
+        self.asked: list[Attributes] = []
         self.denied_users = {"mallory"}
 
-    async def authorize(self, user: User, attrs: ResourceAttributes) -> bool:
+    async def authorize(self, user: User, attrs: Attributes) -> bool:
         self.asked.append(attrs)
         return user.name not in self.denied_users
 
@@ -289,11 +289,21 @@ async def test_health_endpoints_need_no_auth(env: Env) -> None:
 
 async def test_metrics_count_requests(env: Env) -> None:
     await env.call("GET", f"{BASE}/namespaces/ns/things")
-    resp = await env.call("GET", "/metrics", user=None)
+    resp = await env.call("GET", "/metrics")
     assert resp.status == 200
     text = await resp.text()
     assert 'apiserver_request_total{code="200",group="apps.example.io",resource="things",verb="list"} 1.0' in text
     assert "apiserver_request_duration_seconds_bucket" in text
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/openapi/v2", "/openapi/v3", f"/openapi/v3/apis/{GROUP}/{VERSION}"])
+async def test_non_resource_paths_are_authorized_by_path(env: Env, path: str) -> None:
+    await status_of(await env.call("GET", path, user=None), 401, "Unauthorized")
+    body = await status_of(await env.call("GET", path, user="mallory"), 403, "Forbidden")
+    assert body["message"] == f'forbidden: User "mallory" cannot get path "{path}"'
+    assert body["details"] == {}  # as kube-apiserver writes it for a path
+    assert env.authz.asked[-1] == NonResourceAttributes(path=path, verb="get")
+    assert (await env.call("GET", path)).status == 200
 
 
 # --- discovery and OpenAPI ----------------------------------------------------------------------
