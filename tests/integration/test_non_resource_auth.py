@@ -47,9 +47,11 @@ def call(port: int, path: str, *, cert: tuple[Path, Path] | None = None, headers
 
 
 @pytest.fixture(scope="module", params=["helm", "tofu"])
-def service(request: pytest.FixtureRequest) -> services.Running:
+def service(request: pytest.FixtureRequest, control_plane: Cluster) -> services.Running:
+    """The service serving now: an earlier module may have replaced the session's with a new process on a new
+    port (test_leader_election does), so ask for the one that runs rather than trust the session fixture's."""
     running: services.Running = request.getfixturevalue(f"{request.param}_service")
-    return running
+    return services.start(control_plane, running.service)
 
 
 @pytest.fixture(scope="module")

@@ -100,20 +100,27 @@ def restore_configmap(control_plane: Cluster) -> Iterator[None]:
     edit_auth_configmap(control_plane, back)
 
 
+@pytest.fixture
+def helm_now(control_plane: Cluster, helm_service: services.Running) -> services.Running:
+    """The helm_agl serving now: an earlier module may have replaced the session's (test_leader_election gives
+    a new process back, on a new port), so the session fixture's port can be stale."""
+    return services.start(control_plane, services.HELM_AGL)
+
+
 # ---------------------------------------------------------------------------------- the tests
 
 
 def test_rotated_serving_certificate_is_served_without_restart(control_plane: Cluster,
-                                                               helm_service: services.Running) -> None:
-    port, pid = helm_service.port, helm_service.pid
-    directory = control_plane.dir / "aggregated" / f"{services.NAMESPACE}-{helm_service.service.name}"
+                                                               helm_now: services.Running) -> None:
+    port, pid = helm_now.port, helm_now.pid
+    directory = control_plane.dir / "aggregated" / f"{services.NAMESPACE}-{helm_now.service.name}"
     before = served_fingerprint(port)
     assert before == pem_fingerprint((directory / "serving.crt").read_bytes())
     # A new CA and a new certificate for the same names, written over the files the service was started with
     # (the CA too, so a later restart of the service registers a matching caBundle).
-    ca = tls.new_ca(f"{helm_service.service.name}-ca-rotated", days=3650)
-    leaf = tls.new_cert(ca, f"{helm_service.service.name}.{services.NAMESPACE}.svc", server=True,
-                        dns_names=("localhost", f"{helm_service.service.name}.{services.NAMESPACE}.svc"),
+    ca = tls.new_ca(f"{helm_now.service.name}-ca-rotated", days=3650)
+    leaf = tls.new_cert(ca, f"{helm_now.service.name}.{services.NAMESPACE}.svc", server=True,
+                        dns_names=("localhost", f"{helm_now.service.name}.{services.NAMESPACE}.svc"),
                         ip_addresses=("127.0.0.1",))
     for path, data in (("ca.key", ca.key_pem), ("ca.crt", ca.cert_pem),
                        ("serving.key", leaf.key_pem), ("serving.crt", leaf.cert_pem)):
@@ -123,19 +130,19 @@ def test_rotated_serving_certificate_is_served_without_restart(control_plane: Cl
     wait_for(lambda: served_fingerprint(port) == pem_fingerprint(leaf.cert_pem), "the new certificate to be served",
              timeout=60, interval=0.5)
     # kube-apiserver, told the new CA, reaches the service through the new certificate.
-    aggregation.register(control_plane, group=GROUP, version=VERSION, service=helm_service.service.name,
+    aggregation.register(control_plane, group=GROUP, version=VERSION, service=helm_now.service.name,
                          namespace=services.NAMESPACE, port=port, ca_bundle=directory / "ca.crt")
     aggregation.wait_available(control_plane, GROUP, VERSION)
     wait_for(lambda: control_plane.kubectl("get", "--raw", DISCOVERY, check=False).returncode == 0,
              "kube-apiserver to proxy to the rotated service", timeout=60, interval=0.5)
-    assert helm_service.pid == pid and services.start(control_plane, services.HELM_AGL).pid == pid  # no restart
+    assert helm_now.pid == pid and services.start(control_plane, services.HELM_AGL).pid == pid  # no restart
 
 
-def test_allowed_names_change_while_serving(control_plane: Cluster, helm_service: services.Running,
+def test_allowed_names_change_while_serving(control_plane: Cluster, helm_now: services.Running,
                                             restore_configmap: None, tmp_path: Path) -> None:
     front_ca = pki.ensure_ca(control_plane.pki_dir, "front-proxy-ca", "agl-local-front-proxy-ca")
     newcomer = pki.issue(front_ca, tmp_path, "newcomer", "agl-rotation-proxy")
-    port = helm_service.port
+    port = helm_now.port
     assert as_front_proxy(port, newcomer) == 401
     edit_auth_configmap(control_plane, lambda data: data.update(
         {"requestheader-allowed-names": json.dumps([*names_of(data), "agl-rotation-proxy"])}))
@@ -149,9 +156,9 @@ def test_allowed_names_change_while_serving(control_plane: Cluster, helm_service
     assert control_plane.kubectl("get", "--raw", DISCOVERY).returncode == 0
 
 
-def test_front_proxy_ca_replaced_while_serving(control_plane: Cluster, helm_service: services.Running,
+def test_front_proxy_ca_replaced_while_serving(control_plane: Cluster, helm_now: services.Running,
                                                restore_configmap: None, tmp_path: Path) -> None:
-    port = helm_service.port
+    port = helm_now.port
     original = auth_configmap(control_plane)["data"]["requestheader-client-ca-file"]
     olds, news = tmp_path / "old", tmp_path / "new"
     olds.mkdir()
