@@ -103,8 +103,9 @@ class ApplicationStorage:
             raise self._not_found(name)
         return hr
 
-    async def _event(self, app: JSON, reason: str, message: str) -> None:
-        await self._events.record(app, "Normal", reason, message)
+    def _event(self, app: JSON, reason: str, message: str) -> None:
+        """Queued, not awaited: the answer never waits for the Event's own kube write."""
+        self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
@@ -206,7 +207,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
         if not options.dry_run:
-            await self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
+            self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -228,7 +229,7 @@ class ApplicationStorage:
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"
         ):
-            await self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
+            self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
         return app
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
@@ -245,7 +246,7 @@ class ApplicationStorage:
             return self._to_app(result) or {}
         app = self._to_app(existing) or {}
         if not options.dry_run:
-            await self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
+            self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
         return app
 
     # ------------------------------------------------------------------ table

@@ -198,8 +198,9 @@ class ApplicationStorage:
             raise self._not_found(name)
         return tf
 
-    async def _event(self, app: JSON, reason: str, message: str) -> None:
-        await self._events.record(app, "Normal", reason, message)
+    def _event(self, app: JSON, reason: str, message: str) -> None:
+        """Queued, not awaited: the answer never waits for the Event's own kube write."""
+        self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
@@ -315,7 +316,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
         if not options.dry_run:
-            await self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
+            self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -339,11 +340,11 @@ class ApplicationStorage:
         if options.dry_run:
             return app
         if approved:
-            await self._event(app, "PlanApproved", f'{ctx.user.name} approved plan "{approved}"')
+            self._event(app, "PlanApproved", f'{ctx.user.name} approved plan "{approved}"')
             log.info("plan approved", extra={"application": f"{namespace}/{name}", "kind": self.info.kind,
                                              "plan": approved, "user": ctx.user.name})
         elif updated["metadata"].get("resourceVersion") != live_meta.get("resourceVersion"):
-            await self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
+            self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
         return app
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
@@ -359,12 +360,12 @@ class ApplicationStorage:
         if result.get("kind") == TF_KIND:
             app = self._to_app(result) or {}
             if not options.dry_run:
-                await self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
+                self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
                                   "being finalized")
             return app
         app = self._to_app(existing) or {}
         if not options.dry_run:
-            await self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
+            self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
         return app
 
     # ------------------------------------------------------------------ table
