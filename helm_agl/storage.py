@@ -44,13 +44,15 @@ class ApplicationStorage:
         releases: ObjectClient,
         events: EventRecorder,
         admit: Admit = admit_all,
+        informer: Informer | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
         self._releases = releases
         self._events = events
         self._admit = admit
-        self._informer = Informer(
+        # A cache handed over by the storage this one replaces (same objects, changed definition).
+        self._informer = informer or Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
             transform=without_managed_fields,
         )
@@ -61,6 +63,16 @@ class ApplicationStorage:
 
     async def stop(self) -> None:
         await self._informer.stop()
+
+    def hand_over(self) -> Informer:
+        """Stop serving and give the cache, still running, to the storage that replaces this one.
+
+        Watches of this storage end (their clients watch again and get the new definition's
+        projection); the objects are not listed again, which a definition rollout would otherwise
+        pay for on top of its own list.
+        """
+        self._informer.end_subscriptions()
+        return self._informer
 
     # ------------------------------------------------------------------ helpers
     def _not_found(self, name: str) -> ApiError:

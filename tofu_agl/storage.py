@@ -30,7 +30,7 @@ from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer, without_managed_fields
+from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 
 from . import plan
@@ -38,7 +38,7 @@ from .approval import approved_plan
 from .build import build
 from .definition import TofuApplicationDefinition
 from .names import TF_KIND, backing_name, backing_selector, is_application, user_selector_key
-from .project import awaiting_approval, pending_plan, table_cells, to_application
+from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class ApplicationStorage:
         terraforms: ObjectClient,
         events: EventRecorder,
         admit: Admit = admit_all,
+        informer: Informer | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -100,9 +101,10 @@ class ApplicationStorage:
         self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
         self._summaries = PlanSummaries()
-        self._informer = Informer(
+        # A cache handed over by the storage this one replaces (same objects, changed definition).
+        self._informer = informer or Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
-            transform=without_managed_fields,
+            transform=keeping_spec(SPEC_READ),
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -111,6 +113,16 @@ class ApplicationStorage:
 
     async def stop(self) -> None:
         await self._informer.stop()
+
+    def hand_over(self) -> Informer:
+        """Stop serving and give the cache, still running, to the storage that replaces this one.
+
+        Watches of this storage end (their clients watch again and get the new definition's
+        projection); the objects are not listed again, which a definition rollout would otherwise
+        pay for on top of its own list.
+        """
+        self._informer.end_subscriptions()
+        return self._informer
 
     # ------------------------------------------------------------------ helpers
     def _not_found(self, name: str) -> ApiError:

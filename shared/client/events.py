@@ -21,9 +21,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from kubernetes_asyncio import client as kclient
 
@@ -116,18 +115,18 @@ class EventRecorder:
         """Wait until every queued Event is written (or given up on)."""
         await self._queue.join()
 
-    async def stop(self, timeout: float = FLUSH_TIMEOUT) -> None:
-        """Write what is queued (for at most ``timeout`` seconds), then stop the writers.
+    async def stop(self, flush_within: float = FLUSH_TIMEOUT) -> None:
+        """Write what is queued (for at most ``flush_within`` seconds), then stop the writers.
 
         Events still queued after that are logged one by one.
         """
         self._closed = True
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(flush_within):
                 await self._queue.join()
         except TimeoutError:
             while not self._queue.empty():
-                self._dropped(self._queue.get_nowait(), f"not written within {timeout}s of shutdown")
+                self._dropped(self._queue.get_nowait(), f"not written within {flush_within}s of shutdown")
                 self._queue.task_done()
         for writer in self._writers:
             writer.cancel()

@@ -194,7 +194,7 @@ async def test_what_cannot_be_written_is_logged(fake: Fake, caplog: pytest.LogCa
     full = [r.getMessage() for r in caplog.records if "event dropped" in r.getMessage()]
     assert len(full) == 2 and all("already waiting" in m for m in full), full
     caplog.clear()
-    await recorder.stop(timeout=0.2)
+    await recorder.stop(flush_within=0.2)
     at_stop = [r.getMessage() for r in caplog.records if "event dropped" in r.getMessage()]
     assert len(at_stop) == 2 and all("shutdown" in m for m in at_stop), at_stop
     recorder.emit(APP, "Normal", "Created", "after stop")
