@@ -33,6 +33,9 @@ from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
+#: What the cache keeps of a HelmRelease: all but managedFields (its readers use the rest).
+CACHE_TRANSFORM = without_managed_fields
+
 
 class ApplicationStorage:
     """:class:`shared.api.rest.Storage` for the kind one ApplicationDefinition publishes."""
@@ -54,7 +57,7 @@ class ApplicationStorage:
         # A cache handed over by the storage this one replaces (same objects, changed definition).
         self._informer = informer or Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
-            transform=without_managed_fields,
+            transform=CACHE_TRANSFORM,
         )
 
     # ------------------------------------------------------------------ lifecycle

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 CONFIGMAPS = GVR("", "v1", "configmaps")
 SECRETS = GVR("", "v1", "secrets")
+#: What the cache keeps of a Terraform: no managedFields, and of the spec only what its readers use.
+CACHE_TRANSFORM = keeping_spec(SPEC_READ)
 
 
 class PlanSummaries:
@@ -104,7 +106,7 @@ class ApplicationStorage:
         # A cache handed over by the storage this one replaces (same objects, changed definition).
         self._informer = informer or Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
-            transform=keeping_spec(SPEC_READ),
+            transform=CACHE_TRANSFORM,
         )
 
     # ------------------------------------------------------------------ lifecycle

@@ -15,7 +15,7 @@ The CEL runtime and the Kubernetes functions it lacks live in :mod:`~shared.admi
 and :mod:`~shared.admission.library`.
 """
 
-from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy
+from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy, may_apply
 from shared.admission.request import AdmissionRequest, Admit, admit_all
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
 from shared.admission.validation import validate, validate_with_schema_causes
@@ -32,6 +32,7 @@ __all__ = [
     "admit_all",
     "compile_policy",
     "compile_schema",
+    "may_apply",
     "validate",
     "validate_with_schema_causes",
 ]

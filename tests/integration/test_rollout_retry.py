@@ -14,9 +14,9 @@ no second list by a cache that a definition change would make start over.
 from __future__ import annotations
 
 import base64
-import re
 import copy
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
