@@ -356,7 +356,8 @@ class Bench:
         """RSS, one get and one list of every Application (median of a few) with ``total`` Applications."""
         time.sleep(2)
         rss = rss_kib(self.pid) / 1024
-        any_app = self.app_path("scale", "seed") if total < self.count else self.app_path("bench", "b1-0-0")
+        any_app = self.app_path("bench", "b1-0-0") if self.figures.get("b1_create") else \
+            self.app_path("scale", "seed")
         get_ms = statistics.median(timed(lambda: self.client.call("GET", any_app), 20) for _ in range(3)) * 1000
         lists = 3 if total <= 5000 else 2
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
