@@ -153,6 +153,12 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         obj = obj[key]
@@ -233,6 +239,8 @@ class Bench:
         defn_path, backing_field, value = s.rollout
         rollout = self.figure("b2_rollout_1000", "definition change until all 1000 backing objects carry it, "
                                                  "vs 1000 raw merge patches 8 in flight; one per round")
+        service_cpu = self.figure("b2_service_cpu", "CPU time of the service process during the rollout vs during "
+                                                    "the raw loop (whose patches its cache also receives)")
         defn = yaml.safe_load((SAMPLES / s.definition).read_text())
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
         direct_names = [o["metadata"]["name"] for o in self.client.call(
@@ -247,7 +255,7 @@ class Bench:
             carrying = {o["metadata"]["name"] for o in listing["items"] if dig(o, backing_field) == wanted}
             watch = self.client.stream(self.backing_path("bench") + selector +
                                        f"&watch=true&resourceVersion={listing['metadata']['resourceVersion']}")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds(self.pid)
             self.cluster.kubectl("apply", "-f", "-", input=json.dumps(defn))
             for line in watch:
                 obj = json.loads(line)["object"]
@@ -258,7 +266,7 @@ class Bench:
                     pass
                 if len(carrying) >= self.b1_count:
                     break
-            aggregated = time.perf_counter() - start
+            aggregated, aggregated_cpu = time.perf_counter() - start, cpu_seconds(self.pid) - cpu
             watch.close()
             patch: dict[str, Any] = {}
             dig_set(patch, backing_field, wanted)
@@ -266,9 +274,10 @@ class Bench:
             def raw_patch(client: Client, name: str, body: dict[str, Any] = patch) -> None:
                 client.call("PATCH", self.backing_path("bench", name), body, "application/merge-patch+json")
 
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds(self.pid)
             self.pool.run(raw_patch, direct_names)
             rollout.rounds.append((aggregated, time.perf_counter() - start))
+            service_cpu.rounds.append((aggregated_cpu, cpu_seconds(self.pid) - cpu))
 
     # ------------------------------------------------------------------ B4
     def b4(self, samples: int) -> None:
@@ -499,7 +508,8 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         bench.total = bench.b1_count
         bench.scale_point(bench.b1_count)
         bench.b4(args.watch_samples)
-        bench.b2()
+        with profiled(service.pid, args.profile / f"{name}-b2.svg" if args.profile else None):
+            bench.b2()
         for total in (t for t in args.scale if t > bench.b1_count):
             bench.grow(total)
             bench.scale_point(total)

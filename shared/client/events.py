@@ -139,6 +139,9 @@ class EventRecorder:
             try:
                 await self.record(item.involved, item.type, item.reason, item.message,
                                   at=item.at, at_ns=item.at_ns)
+            except asyncio.CancelledError:
+                self._dropped(item, "its write was cut short by the shutdown")
+                raise
             finally:
                 self._queue.task_done()
 

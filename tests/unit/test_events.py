@@ -196,7 +196,9 @@ async def test_what_cannot_be_written_is_logged(fake: Fake, caplog: pytest.LogCa
     caplog.clear()
     await recorder.stop(flush_within=0.2)
     at_stop = [r.getMessage() for r in caplog.records if "event dropped" in r.getMessage()]
-    assert len(at_stop) == 2 and all("shutdown" in m for m in at_stop), at_stop
+    # the 2 still queued, and the 4 the writers were sending when they were stopped
+    assert len(at_stop) == 6 and all("shutdown" in m for m in at_stop), at_stop
+    assert sorted(m.rsplit(": ", 1)[1] for m in at_stop) == [f"message {i}" for i in range(6)]
     recorder.emit(APP, "Normal", "Created", "after stop")
     assert "the recorder is stopped" in caplog.records[-1].getMessage()
     events.gate.set()  # let the fake's handlers end, so its shutdown does not wait for them
