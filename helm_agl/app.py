@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from shared.api.rest import ResourceInfo
+from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
 from shared.server.admission import ClusterAdmission
 from shared.service.runtime import Build, Context, Wiring
@@ -29,8 +30,9 @@ def wiring(args: argparse.Namespace) -> Build:
         admission.start()
         ctx.server.serve_group_version(GROUP, VERSION)
 
-        def make_storage(defn: ApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, releases, ctx.events, admission, admission.mutate)
+        def make_storage(defn: ApplicationDefinition, info: ResourceInfo,
+                         informer: Informer | None) -> ApplicationStorage:
+            return ApplicationStorage(defn, info, releases, ctx.events, admission, admission.mutate, informer)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(GROUP, VERSION)

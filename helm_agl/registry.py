@@ -14,16 +14,18 @@ from typing import Any
 
 from shared.api.rest import ResourceInfo, Storage
 from shared.bodies import JSON
+from shared.client.informer import Informer
 from shared.schema.structural import structural
 from shared.service.acceptance import Verdict
 
 from .definition import ApplicationDefinition, acceptance
-from .names import GROUP, VERSION
+from .names import GROUP, VERSION, backing_selector
 from .project import COLUMNS
 
 log = logging.getLogger(__name__)
 
-StorageFactory = Callable[[ApplicationDefinition, ResourceInfo], Any]
+#: Builds the storage of a kind; the informer, when given, is the cache of the storage it replaces.
+StorageFactory = Callable[[ApplicationDefinition, ResourceInfo, Informer | None], Any]
 
 
 def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
@@ -92,14 +94,21 @@ class KindRegistry:
         defs = list(self.definitions.values())
         before = {name: served.storage.info for name, served in self.served.items()}
         self.verdicts = {d.name: acceptance(d, defs) for d in defs}
+        kept: dict[str, Informer] = {}
         for name in list(self.served):
             current = self.definitions.get(name)
             served = self.served[name]
-            if current is None or not self.verdicts[name].accepted or _changed(served.definition, current):
+            if current is None or not self.verdicts[name].accepted:
                 await self._stop(name)
+            elif _changed(served.definition, current):
+                if backing_selector(served.definition, GROUP) == backing_selector(current, GROUP):
+                    # Same backing objects: the new storage takes the running cache over.
+                    kept[name] = self._unserve(name).hand_over()
+                else:
+                    await self._stop(name)
         for defn in defs:
             if self.verdicts[defn.name].accepted and defn.name not in self.served:
-                storage = self._make_storage(defn, resource_info(defn))
+                storage = self._make_storage(defn, resource_info(defn), kept.pop(defn.name, None))
                 storage.start()
                 self._register(storage)
                 self.served[defn.name] = Served(defn, storage)
@@ -108,12 +117,16 @@ class KindRegistry:
             await self._kinds_changed()
         return dict(self.verdicts)
 
-    async def _stop(self, name: str) -> None:
+    def _unserve(self, name: str) -> Any:
+        """Take ``name``'s kind off the API server; returns its storage."""
         served = self.served.pop(name)
         info = served.storage.info
         self._unregister(info.group, info.version, info.plural)
-        await served.storage.stop()
         log.info("stopped serving kind", extra={"kind": info.kind, "definition": name})
+        return served.storage
+
+    async def _stop(self, name: str) -> None:
+        await self._unserve(name).stop()
 
     async def close(self) -> None:
         for name in list(self.served):

@@ -34,6 +34,9 @@ from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
+#: What the cache keeps of a HelmRelease: all but managedFields (its readers use the rest).
+CACHE_TRANSFORM = without_managed_fields
+
 
 class ApplicationStorage:
     """:class:`shared.api.rest.Storage` for the kind one ApplicationDefinition publishes."""
@@ -46,6 +49,7 @@ class ApplicationStorage:
         events: EventRecorder,
         admit: Admit = admit_all,
         mutate: Mutate = mutate_nothing,
+        informer: Informer | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -53,9 +57,10 @@ class ApplicationStorage:
         self._events = events
         self._admit = admit
         self._mutate = mutate
-        self._informer = Informer(
+        # A cache handed over by the storage this one replaces (same objects, changed definition).
+        self._informer = informer or Informer(
             releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
-            transform=without_managed_fields,
+            transform=CACHE_TRANSFORM,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -64,6 +69,16 @@ class ApplicationStorage:
 
     async def stop(self) -> None:
         await self._informer.stop()
+
+    def hand_over(self) -> Informer:
+        """Stop serving and give the cache, still running, to the storage that replaces this one.
+
+        Watches of this storage end (their clients watch again and get the new definition's
+        projection); the objects are not listed again, which a definition rollout would otherwise
+        pay for on top of its own list.
+        """
+        self._informer.end_subscriptions()
+        return self._informer
 
     # ------------------------------------------------------------------ helpers
     def _not_found(self, name: str) -> ApiError:
@@ -113,8 +128,9 @@ class ApplicationStorage:
         request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
         return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
 
-    async def _event(self, app: JSON, reason: str, message: str) -> None:
-        await self._events.record(app, "Normal", reason, message)
+    def _event(self, app: JSON, reason: str, message: str) -> None:
+        """Queued, not awaited: the answer never waits for the Event's own kube write."""
+        self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
@@ -218,7 +234,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
         if not options.dry_run:
-            await self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
+            self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -242,7 +258,7 @@ class ApplicationStorage:
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"
         ):
-            await self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
+            self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
         return app
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
@@ -259,7 +275,7 @@ class ApplicationStorage:
             return self._to_app(result) or {}
         app = self._to_app(existing) or {}
         if not options.dry_run:
-            await self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
+            self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
         return app
 
     # ------------------------------------------------------------------ table

@@ -5,3 +5,8 @@ authorization, discovery, OpenAPI, Table rendering, list/watch semantics, patch 
 ``Status`` errors, Events and kube client helpers.  Nothing here knows Helm, Terraform or
 definitions: each service plugs its kinds in through :class:`shared.api.rest.Storage`.
 """
+
+from . import lazy_imports
+
+# Before anything imports kubernetes_asyncio (kopf does too): see shared.lazy_imports.
+lazy_imports.install()

@@ -153,6 +153,12 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         obj = obj[key]
@@ -162,14 +168,16 @@ def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
 class Bench:
     """The benchmarks of one service, on a cluster where the service runs."""
 
-    def __init__(self, cluster: Cluster, stack: Stack, pid: int, rounds: int) -> None:
-        self.cluster, self.stack, self.pid, self.rounds = cluster, stack, pid, rounds
+    def __init__(self, cluster: Cluster, stack: Stack, pid: int, rounds: int, count: int = B1_COUNT) -> None:
+        self.cluster, self.stack, self.pid, self.rounds, self.count = cluster, stack, pid, rounds, count
         self.client = Client(cluster)
         self.pool = Pool(cluster)
         self.figures: dict[str, Figure] = {}
         self.scale: list[dict[str, Any]] = []
         self.rss: dict[str, float] = {}
         self.template: dict[str, Any] = {}
+        #: CPU seconds the service used during each B2 rollout.
+        self.b2_service_cpu_s: list[float] = []
 
     def app_path(self, namespace: str | None, name: str = "") -> str:
         base = f"{self.stack.apps}/namespaces/{namespace}/{self.stack.plural}" if namespace else \
@@ -192,7 +200,7 @@ class Bench:
 
     # ------------------------------------------------------------------ B1
     def b1(self) -> None:
-        s, per_round = self.stack, B1_COUNT // self.rounds
+        s, per_round = self.stack, self.count // self.rounds
         self.b1_count = per_round * self.rounds
         create = self.figure("b1_create", f"one create, mean of {per_round} per round")
         for r in range(self.rounds):
@@ -241,24 +249,38 @@ class Bench:
             wanted = f"{value}-{r}"
             dig(defn, defn_path[:-1])[defn_path[-1]] = wanted
 
-            def rolled(want: str = wanted) -> int:
-                items = self.client.call("GET", self.backing_path("bench") + selector)["items"]
-                return sum(1 for o in items if dig(o, backing_field) == want)
-
-            start = time.perf_counter()
+            # Completion is seen on a watch: polling lists of every object would load kube-apiserver
+            # during the rollout only, i.e. slow the measured side down.
+            listing = self.client.call("GET", self.backing_path("bench") + selector)
+            carrying = {o["metadata"]["name"] for o in listing["items"] if dig(o, backing_field) == wanted}
+            watch = self.client.stream(self.backing_path("bench") + selector +
+                                       f"&watch=true&resourceVersion={listing['metadata']['resourceVersion']}")
+            start, cpu = time.perf_counter(), cpu_seconds(self.pid)
             self.cluster.kubectl("apply", "-f", "-", input=json.dumps(defn))
-            while rolled() < self.b1_count:
-                time.sleep(0.05)
-            aggregated = time.perf_counter() - start
+            for line in watch:
+                obj = json.loads(line)["object"]
+                try:
+                    if dig(obj, backing_field) == wanted:
+                        carrying.add(obj["metadata"]["name"])
+                except (KeyError, TypeError):
+                    pass
+                if len(carrying) >= self.b1_count:
+                    break
+            aggregated, aggregated_cpu = time.perf_counter() - start, cpu_seconds(self.pid) - cpu
+            watch.close()
             patch: dict[str, Any] = {}
             dig_set(patch, backing_field, wanted)
 
             def raw_patch(client: Client, name: str, body: dict[str, Any] = patch) -> None:
                 client.call("PATCH", self.backing_path("bench", name), body, "application/merge-patch+json")
 
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), cpu_seconds(self.pid)
             self.pool.run(raw_patch, direct_names)
             rollout.rounds.append((aggregated, time.perf_counter() - start))
+            # Not a ratio: the raw loop patches objects the service does not serve, so it idles meanwhile.
+            self.b2_service_cpu_s.append(round(aggregated_cpu, 2))
+            print(f"  b2 round {r}: service CPU {aggregated_cpu:.2f} s during the rollout, "
+                  f"{cpu_seconds(self.pid) - cpu:.2f} s during the raw loop", flush=True)
 
     # ------------------------------------------------------------------ B4
     def b4(self, samples: int) -> None:
@@ -346,7 +368,8 @@ class Bench:
         """RSS, one get and one list of every Application (median of a few) with ``total`` Applications."""
         time.sleep(2)
         rss = rss_kib(self.pid) / 1024
-        any_app = self.app_path("scale", "seed") if total < B1_COUNT else self.app_path("bench", "b1-0-0")
+        any_app = self.app_path("bench", "b1-0-0") if self.figures.get("b1_create") else \
+            self.app_path("scale", "seed")
         get_ms = statistics.median(timed(lambda: self.client.call("GET", any_app), 20) for _ in range(3)) * 1000
         lists = 3 if total <= 5000 else 2
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
@@ -360,6 +383,54 @@ class Bench:
         self.scale.append(point)
         if total >= 1000:
             self.rss[str(round(total, -3))] = round(rss, 1)
+
+
+    def memory(self, baseline: float, points: list[int]) -> dict[str, Any]:
+        """RSS over the baseline at each point, and tracemalloc's count of what one backing object
+        costs as the service keeps it: decoded by orjson, whole or through the informer's transforms."""
+        self.seed()
+        out: dict[str, Any] = {"baseline_rss_mib": round(baseline, 1), "points": []}
+        for total in sorted(points):
+            self.grow(total)
+            time.sleep(2)
+            rss = rss_kib(self.pid) / 1024
+            point = {"applications": total, "rss_mib": round(rss, 1),
+                     "kib_per_application": round((rss - baseline) * 1024 / total, 1)}
+            print(f"  memory {point}", flush=True)
+            out["points"].append(point)
+        out["object_kib"] = object_cost(self.client, self.backing_path("scale"), self.stack.service.module)
+        print(f"  one cached object, KiB: {out['object_kib']}", flush=True)
+        return out
+
+
+def object_cost(client: Client, path: str, module: str) -> dict[str, float]:
+    """KiB per object that tracemalloc counts for the objects of ``path`` decoded by orjson and kept
+    whole, without managedFields, and as ``module``'s storage caches them (its informer's transform)."""
+    import gc
+    import importlib
+    import tracemalloc
+
+    import orjson
+
+    from shared.client.informer import without_managed_fields
+
+    client.conn.request("GET", path, headers={"Accept": "application/json"})
+    raw = client.conn.getresponse().read()
+    cache_transform = importlib.import_module(f"{module}.storage").CACHE_TRANSFORM
+    transforms: dict[str, Callable[[Any], Any]] = {"whole": lambda o: o, "without_managed_fields":
+                                                   without_managed_fields, "cached": cache_transform}
+    cost: dict[str, float] = {}
+    for label, transform in transforms.items():
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [transform(o) for o in orjson.loads(raw)["items"]]
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        cost[label] = round(used / len(kept) / 1024, 2)
+        del kept
+    return cost
 
 
 def dig_set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
@@ -425,27 +496,32 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         time.sleep(3)
         baseline = rss_kib(service.pid) / 1024
-        bench = Bench(cluster, stack, service.pid, args.rounds)
+        bench = Bench(cluster, stack, service.pid, args.rounds, args.count)
         print(f"{name}: pid {service.pid}, baseline RSS {baseline:.1f} MiB", flush=True)
+        if args.memory:
+            return bench.memory(baseline, args.scale)
         profile = args.profile / f"{name}-b1.svg" if args.profile else None
         bench.seed()
-        bench.grow(100)
-        bench.scale_point(100)
-        bench.clear_scale()
+        for total in (t for t in args.scale if t < bench.count):
+            bench.grow(total)
+            bench.scale_point(total)
+            bench.clear_scale()
         with profiled(service.pid, profile):
             bench.b1()
         bench.total = bench.b1_count
         bench.scale_point(bench.b1_count)
         bench.b4(args.watch_samples)
-        bench.b2()
-        for total in SCALE_POINTS[2:]:
+        with profiled(service.pid, args.profile / f"{name}-b2.svg" if args.profile else None):
+            bench.b2()
+        for total in (t for t in args.scale if t > bench.b1_count):
             bench.grow(total)
             bench.scale_point(total)
         figures = {key: fig.summary() for key, fig in bench.figures.items()}
         for key, value in figures.items():
             print(f"  {key:<16} ratio {value['ratio']:5.2f}  [{value['min']:.2f}-{value['max']:.2f}]  "
                   f"aggregated {value['aggregated_ms']:.2f} ms  direct {value['direct_ms']:.2f} ms", flush=True)
-        return {**figures, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1), "scale": bench.scale}
+        return {**figures, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1), "scale": bench.scale,
+                "b2_service_cpu_s": bench.b2_service_cpu_s}
     finally:
         services.stop(cluster, stack.service)
 
@@ -457,6 +533,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="repetitions of each figure; 1000 divided by it is B1's creates per round "
                              "(default %(default)s)")
     parser.add_argument("--watch-samples", type=int, default=100)
+    parser.add_argument("--count", type=int, default=B1_COUNT,
+                        help="Applications of B1 and B2 (default %(default)s; smaller for a quick run)")
+    parser.add_argument("--scale", type=int, nargs="+", default=list(SCALE_POINTS),
+                        help="Applications at each point of the scale curve (default %(default)s)")
+    parser.add_argument("--memory", action="store_true",
+                        help="only memory: RSS at each --scale point, and what one cached object costs "
+                             "(tracemalloc on the backing objects read from kube-apiserver)")
     parser.add_argument("--out", type=Path, help="write benchmarks.json/.md and the scale PNG here (e.g. docs)")
     parser.add_argument("--profile", type=Path, help="write py-spy flame graphs of B1 here")
     parser.add_argument("--hops", action="store_true", help="only measure what aggregation itself costs")
@@ -475,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("create", "namespace", "scale")
         for name in args.stacks:
             results[name] = hops(cluster, name, args) if args.hops else run_stack(cluster, name, args)
-        if args.hops:
+        if args.hops or args.memory:
             print(json.dumps(results, indent=1))
             return 0
     finally:

@@ -6,6 +6,7 @@ import argparse
 
 from shared.api.names import dns1123_subdomain_error
 from shared.api.rest import ResourceInfo
+from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
 from shared.server.admission import ClusterAdmission
 from shared.service.runtime import Build, Context, Wiring
@@ -47,8 +48,9 @@ def wiring(args: argparse.Namespace) -> Build:
         admission.start()
         ctx.server.serve_group_version(group, VERSION)
 
-        def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, terraforms, ctx.events, admission, admission.mutate)
+        def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo,
+                         informer: Informer | None) -> ApplicationStorage:
+            return ApplicationStorage(defn, info, terraforms, ctx.events, admission, admission.mutate, informer)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(group, VERSION)

@@ -35,6 +35,10 @@ from .variables import unmarshal_vars
 #: Application metadata copied from the Terraform as it is (the server-owned fields).
 COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
 
+#: What the projection, the watch and the plan preview read of a Terraform's spec; the storage's
+#: cache keeps only these (a Terraform's runner pod template, backend and sources are most of it).
+SPEC_READ = ("vars", "approvePlan", "force", "writeOutputsToSecret", "storeReadablePlan", "workspace")
+
 #: Phases shown in the STATUS column, in the order they are decided by :func:`phase`.
 READY = "Ready"
 PLANNING = "Planning"

@@ -125,7 +125,7 @@ class DefinitionReconciler:
                 except ValueError as exc:
                     self.registry.remove(name)
                     if self.leader.is_leader:
-                        await self._events.record(body, "Warning", "Malformed",
+                        self._events.emit(body, "Warning", "Malformed",
                                                   f"definition cannot be parsed: {exc}")
             await self._sync()
 
@@ -231,9 +231,9 @@ class DefinitionReconciler:
             log.warning("could not write rollout status", extra={"definition": defn.name, "error": exc.message})
         if result.complete:
             if result.instances:
-                await self._events.record(defn.to_object(), "Normal", "RolledOut", progress["message"])
+                self._events.emit(defn.to_object(), "Normal", "RolledOut", progress["message"])
         else:
-            await self._events.record(defn.to_object(), "Warning", "RolloutIncomplete",
+            self._events.emit(defn.to_object(), "Warning", "RolloutIncomplete",
                                       f"attempt {attempts}: {progress['message']}; retrying")
 
     async def _write_status(self, defn: TofuApplicationDefinition, verdict: Verdict) -> None:
@@ -254,7 +254,7 @@ class DefinitionReconciler:
             return
         if old is None or old.get("status") != new["status"] or old.get("reason") != new["reason"]:
             kind: Literal["Normal", "Warning"] = "Normal" if verdict.accepted else "Warning"
-            await self._events.record(defn.to_object(), kind, verdict.reason, verdict.message)
+            self._events.emit(defn.to_object(), kind, verdict.reason, verdict.message)
 
     async def rollout(self, defn: TofuApplicationDefinition) -> Rollout:
         """One round: patch every Terraform of ``defn``'s kind that is not up to date, and record which

@@ -31,7 +31,7 @@ from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer, without_managed_fields
+from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 
 from . import plan
@@ -39,13 +39,15 @@ from .approval import approved_plan
 from .build import build
 from .definition import TofuApplicationDefinition
 from .names import TF_KIND, backing_name, backing_selector, is_application, user_selector_key
-from .project import awaiting_approval, pending_plan, table_cells, to_application
+from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
 CONFIGMAPS = GVR("", "v1", "configmaps")
 SECRETS = GVR("", "v1", "secrets")
+#: What the cache keeps of a Terraform: no managedFields, and of the spec only what its readers use.
+CACHE_TRANSFORM = keeping_spec(SPEC_READ)
 
 
 class PlanSummaries:
@@ -91,6 +93,7 @@ class ApplicationStorage:
         events: EventRecorder,
         admit: Admit = admit_all,
         mutate: Mutate = mutate_nothing,
+        informer: Informer | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -103,9 +106,10 @@ class ApplicationStorage:
         self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
         self._summaries = PlanSummaries()
-        self._informer = Informer(
+        # A cache handed over by the storage this one replaces (same objects, changed definition).
+        self._informer = informer or Informer(
             terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
-            transform=without_managed_fields,
+            transform=CACHE_TRANSFORM,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -114,6 +118,16 @@ class ApplicationStorage:
 
     async def stop(self) -> None:
         await self._informer.stop()
+
+    def hand_over(self) -> Informer:
+        """Stop serving and give the cache, still running, to the storage that replaces this one.
+
+        Watches of this storage end (their clients watch again and get the new definition's
+        projection); the objects are not listed again, which a definition rollout would otherwise
+        pay for on top of its own list.
+        """
+        self._informer.end_subscriptions()
+        return self._informer
 
     # ------------------------------------------------------------------ helpers
     def _not_found(self, name: str) -> ApiError:
@@ -208,8 +222,9 @@ class ApplicationStorage:
         request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
         return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
 
-    async def _event(self, app: JSON, reason: str, message: str) -> None:
-        await self._events.record(app, "Normal", reason, message)
+    def _event(self, app: JSON, reason: str, message: str) -> None:
+        """Queued, not awaited: the answer never waits for the Event's own kube write."""
+        self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
@@ -327,7 +342,7 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
         if not options.dry_run:
-            await self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
+            self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -353,11 +368,11 @@ class ApplicationStorage:
         if options.dry_run:
             return app
         if approved:
-            await self._event(app, "PlanApproved", f'{ctx.user.name} approved plan "{approved}"')
+            self._event(app, "PlanApproved", f'{ctx.user.name} approved plan "{approved}"')
             log.info("plan approved", extra={"application": f"{namespace}/{name}", "kind": self.info.kind,
                                              "plan": approved, "user": ctx.user.name})
         elif updated["metadata"].get("resourceVersion") != live_meta.get("resourceVersion"):
-            await self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
+            self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
         return app
 
     async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
@@ -373,12 +388,12 @@ class ApplicationStorage:
         if result.get("kind") == TF_KIND:
             app = self._to_app(result) or {}
             if not options.dry_run:
-                await self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
+                self._event(app, "Deleting", f"Terraform {namespace}/{existing['metadata']['name']} is "
                                   "being finalized")
             return app
         app = self._to_app(existing) or {}
         if not options.dry_run:
-            await self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
+            self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
         return app
 
     # ------------------------------------------------------------------ table

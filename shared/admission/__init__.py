@@ -17,7 +17,7 @@ The CEL runtime and the Kubernetes functions it lacks live in :mod:`~shared.admi
 and :mod:`~shared.admission.library`.
 """
 
-from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy
+from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy, may_apply
 from shared.admission.request import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
 from shared.admission.validation import validate, validate_with_schema_causes
@@ -35,6 +35,7 @@ __all__ = [
     "admit_all",
     "compile_policy",
     "compile_schema",
+    "may_apply",
     "mutate_as_crd",
     "mutate_nothing",
     "validate",

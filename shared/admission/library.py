@@ -20,9 +20,6 @@ import itertools
 import re
 from typing import Any
 
-import re2
-from cel_expr_python import cel
-
 #: The grammar of a resource.Quantity: sign, decimal number, then a binary or decimal SI suffix or
 #: a decimal exponent.
 _QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
@@ -50,6 +47,8 @@ def _greatest(items: list[Any]) -> Any:
 
 
 def _find(text: str, pattern: str) -> str:
+    import re2  # with the first rule that uses it (see declarations)
+
     match = re2.compile(pattern).search(text)
     return match.group(0) if match else ""
 
@@ -57,6 +56,8 @@ def _find(text: str, pattern: str) -> str:
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
+    import re2
+
     found = [m.group(0) for m in re2.compile(pattern).finditer(text)]
     return found if limit < 0 else found[:limit]
 
@@ -66,11 +67,19 @@ def _is_quantity(text: str) -> bool:
 
 
 def _member(name: str, overload: str, result: Any, parameters: list[Any], impl: Any) -> Any:
+    from cel_expr_python import cel
+
     return cel.FunctionDecl(name, [cel.Overload(overload, result, parameters, is_member=True, impl=impl)])
 
 
 def declarations() -> list[Any]:
-    """The function declarations (with their implementations) to add to a CEL environment."""
+    """The function declarations (with their implementations) to add to a CEL environment.
+
+    The CEL runtime and RE2 are imported when the first environment is built, not with this module:
+    together they are about 20 MiB resident.
+    """
+    from cel_expr_python import cel
+
     string, list_, dyn = cel.Type.STRING, cel.Type.LIST, cel.Type.DYN
     return [
         _member("isSorted", "list_is_sorted", cel.Type.BOOL, [list_], _is_sorted),

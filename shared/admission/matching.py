@@ -68,11 +68,12 @@ def rule_matches(rule: JSON, request: AdmissionRequest) -> bool:
 
 
 def matches(match: JSON | None, request: AdmissionRequest, namespace_object: JSON | None,
-            *, empty_matches_all: bool) -> bool:
+            *, empty_matches_all: bool, any_namespace: bool = False) -> bool:
     """Whether ``matchResources`` ``match`` selects ``request``.
 
     A policy's ``matchConstraints`` must list resource rules (``empty_matches_all=False``); a
     binding's ``matchResources`` may be empty, which leaves the policy's constraints alone.
+    ``any_namespace`` leaves the namespace selector out: "could it select the request in some namespace?"
     """
     match = match or {}
     rules = match.get("resourceRules") or []
@@ -82,7 +83,7 @@ def matches(match: JSON | None, request: AdmissionRequest, namespace_object: JSO
         return False
     if any(rule_matches(rule, request) for rule in match.get("excludeResourceRules") or []):
         return False
-    if request.namespace and not selectors.matches(label_selector(match.get("namespaceSelector")),
+    if request.namespace and not any_namespace and not selectors.matches(label_selector(match.get("namespaceSelector")),
                                                    _labels(namespace_object)):
         return False
     object_selector = label_selector(match.get("objectSelector"))

@@ -238,6 +238,23 @@ def _denial(request: AdmissionRequest, message: str, reason: str) -> ApiError:
     return ApiError(REASON_CODES.get(reason, 422), reason, text, details=details, causes=[{"message": message}])
 
 
+def may_apply(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request: AdmissionRequest) -> bool:
+    """Whether any binding could select ``request`` whatever its namespace's labels are.
+
+    When none can, :func:`admit` would allow the request without looking at anything, so the caller
+    does not need to read the namespace object (a kube round trip on every write otherwise).
+    """
+    by_name = {policy.name: policy for policy in policies}
+    for binding in bindings:
+        spec = binding.get("spec") or {}
+        policy = by_name.get(str(spec.get("policyName", "")))
+        if (policy is not None
+                and matches(policy.match_constraints, request, None, empty_matches_all=False, any_namespace=True)
+                and matches(spec.get("matchResources"), request, None, empty_matches_all=True, any_namespace=True)):
+            return True
+    return False
+
+
 async def admit(policies: Sequence[CompiledPolicy], bindings: Sequence[JSON], request: AdmissionRequest,
                 namespace_object: JSON | None, find_params: ParamLookup) -> Verdict:
     """Decide ``request`` against every binding of every policy."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
 
@@ -10,6 +11,8 @@ _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
 
 
+# Pure, exact (Fraction arithmetic) and slow: a rollout renders the same few texts for every instance.
+@functools.lru_cache(maxsize=256)
 def go_duration(text: str) -> str:
     """Render a Flux duration the way Go's ``time.Duration.String`` does (``15m`` → ``15m0s``).
 

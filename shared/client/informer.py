@@ -30,7 +30,7 @@ import contextlib
 import logging
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import NamedTuple
 
 from shared.api import errors
@@ -174,6 +174,15 @@ class Informer:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.end_subscriptions()
+
+    def end_subscriptions(self) -> None:
+        """End every subscription (subscribers see end-of-stream) and keep the cache running.
+
+        For an owner that changes what it serves from the same objects (a kind whose definition
+        changed): its watchers start over, as kube-apiserver's do when a CRD changes, while the
+        cache is not listed again.
+        """
         for sub in list(self._subs) + list(self._waiting):
             sub._finish(None)
         self._subs.clear()
@@ -507,6 +516,25 @@ def without_managed_fields(obj: JSON) -> JSON:
     if isinstance(meta, dict) and "managedFields" in meta:
         obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return obj
+
+
+def keeping_spec(fields: Iterable[str]) -> Transform:
+    """A :data:`Transform` for caches whose readers look at only some of ``spec``: the cached copy
+    has no ``managedFields`` and, of ``spec``, only ``fields``; metadata and status stay whole.
+
+    The owner lists what its readers use; an object read from kube-apiserver directly (a get, the
+    write path) is whole, so the owner's tests compare what both give.
+    """
+    kept = frozenset(fields)
+
+    def transform(obj: JSON) -> JSON:
+        obj = without_managed_fields(obj)
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and not kept.issuperset(spec):
+            obj = {**obj, "spec": {k: v for k, v in spec.items() if k in kept}}
+        return obj
+
+    return transform
 
 
 def _rv_sort_key(obj: JSON) -> int:

@@ -26,7 +26,7 @@ from contextvars import ContextVar
 
 from kubernetes_asyncio import client as kclient
 
-from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_policy
+from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_policy, may_apply
 from shared.admission.matching import label_selector
 from shared.admission.webhooks import Outcome
 from shared.api import errors, selectors
@@ -72,10 +72,11 @@ class PolicyAdmission:
         for live in (self._policies, self._bindings):
             await live.informer.require_synced(self._sync_wait)
         bindings = list(self._bindings.items.values())
-        if not bindings:
+        policies = list(self._policies.items.values())
+        if not may_apply(policies, bindings, request):
             return
         namespace_object = await self._namespaces.get(None, request.namespace) if request.namespace else None
-        verdict = await admit(list(self._policies.items.values()), bindings, request, namespace_object, self._params)
+        verdict = await admit(policies, bindings, request, namespace_object, self._params)
         _report(request, verdict.warnings, verdict.audit_annotations)
         if verdict.denial is not None:
             raise verdict.denial

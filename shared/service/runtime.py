@@ -186,6 +186,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
             await elector.release()
         await runner.cleanup()
         await wiring.close()
+        await events.stop()  # after the last request and reconcile: their Events are written, not lost
         await api.close()
 
 

@@ -5,12 +5,16 @@ over TLS on 127.0.0.1, which denies the first patches of some backing objects --
 or a webhook that is briefly down would.  The service must not memoise the generation as rolled out
 after the first round; it retries with backoff, and says how far it got in the definition's
 ``status.rollout`` and in its Events.
+
+And what creates and a rollout cost the API server, counted by kube-apiserver itself (its
+``apiserver_request_total`` metric).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -114,9 +118,9 @@ def _register(cluster: Cluster, hook: Webhook, stack: Stack, namespace: str) -> 
     return name
 
 
-def _definition(stack: Stack, namespace: str) -> dict[str, Any]:
+def _definition(stack: Stack, namespace: str, stem: str = "flaky") -> dict[str, Any]:
     defn = copy.deepcopy(load_fixture(stack.definition_fixture))
-    singular = f"flaky{namespace.split('-')[-1]}"
+    singular = f"{stem}{namespace.split('-')[-1]}"
     defn["metadata"] = {"name": singular}
     defn["spec"]["application"].update(kind=singular.capitalize(), plural=f"{singular}s", singular=singular)
     defn["spec"]["release"]["prefix"] = f"{singular}-"
@@ -171,7 +175,9 @@ def test_rejected_rollout_is_retried_until_every_instance_has_it(
         assert progress["attempts"] == REJECTIONS + 1
         assert (progress["instances"], progress["rolledOut"], progress["failed"]) == (len(INSTANCES),) * 2 + (0,)
 
-        events = _events(control_plane, name)
+        # Events are written in the background, after the status.
+        events = wait_for(lambda: (found := _events(control_plane, name))
+                          and any(e["reason"] == "RolledOut" for e in found) and found, "the RolledOut event")
         incomplete = [e for e in events if e["reason"] == "RolloutIncomplete"]
         assert incomplete and all(e["type"] == "Warning" for e in incomplete)
         assert any(f"{len(DENIED)} failed" in e["message"] and "denied by the test webhook" in e["message"]
@@ -180,4 +186,70 @@ def test_rejected_rollout_is_retried_until_every_instance_has_it(
         assert done and done[-1]["type"] == "Normal" and "0 failed" in done[-1]["message"]
     finally:
         kubectl(control_plane, "delete", "validatingwebhookconfiguration", hook, "--ignore-not-found")
+        kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")
+
+
+_REQUESTS = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
+
+
+def _requests(cluster: Cluster, group: str, resource: str) -> Counter[str]:
+    """Requests kube-apiserver served so far for ``resource`` of ``group``, by verb."""
+    counts: Counter[str] = Counter()
+    for match in _REQUESTS.finditer(kubectl(cluster, "get", "--raw", "/metrics").stdout):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if (labels.get("group"), labels.get("resource"), labels.get("subresource")) == (group, resource, ""):
+            counts[labels["verb"]] += int(float(match["value"]))
+    # A cache's watch may be renewed at any time; it is not per request.
+    del counts["WATCH"]
+    return counts
+
+
+@pytest.mark.parametrize("stack", [HELM, TOFU], ids=["helm", "tofu"])
+def test_creates_and_rollout_cost_one_write_per_instance(
+        control_plane: Cluster, stack: Stack, request: pytest.FixtureRequest) -> None:
+    """Counted by kube-apiserver: a create through the service is one backing write plus its Event (written
+    in the background); a rollout is one list and one patch per instance -- no read per instance, and no
+    second list by the kind's cache, which the new storage takes over instead of listing again."""
+    request.getfixturevalue(stack.service_fixture)
+    namespace = f"cost-{stack.service_fixture.split('_')[0]}"
+    kubectl(control_plane, "create", "namespace", namespace, check=False)
+    defn = _definition(stack, namespace, stem="costly")
+    name, plural = defn["metadata"]["name"], defn["spec"]["application"]["plural"]
+    instances = [f"i{n}" for n in range(6)]
+
+    def rolled_out(generation: int) -> dict[str, Any] | None:
+        progress = get_json(control_plane, stack.definitions, name).get("status", {}).get("rollout")
+        return progress if progress and progress["complete"] and progress["observedGeneration"] == generation \
+            else None
+
+    def created_events() -> int:
+        return sum(1 for e in get_json(control_plane, "events", "-n", namespace)["items"]
+                   if e["reason"] == "Created" and e["involvedObject"]["name"] in instances)
+
+    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(defn))
+    try:
+        wait_for(lambda: plural in kubectl(control_plane, "api-resources", f"--api-group={stack.app_group}",
+                                           "--cached=false").stdout, f"{plural} served", timeout=60)
+        wait_for(lambda: rolled_out(get_json(control_plane, stack.definitions, name)["metadata"]["generation"]),
+                 "the first rollout")
+        before = _requests(control_plane, stack.backing_group, stack.backing_plural)
+        apps = [{"apiVersion": f"{stack.app_group}/v1alpha1", "kind": defn["spec"]["application"]["kind"],
+                 "metadata": {"name": i, "namespace": namespace}, "spec": SPECS[stack.service_fixture]}
+                for i in instances]
+        for app in apps:
+            kubectl(control_plane, "create", "-f", "-", input=json.dumps(app))
+        wait_for(lambda: created_events() == len(instances), "a Created event per instance")
+        assert _requests(control_plane, stack.backing_group, stack.backing_plural) - before == Counter(
+            {"POST": len(instances)})
+
+        before = _requests(control_plane, stack.backing_group, stack.backing_plural)
+        changed = copy.deepcopy(defn)
+        changed["spec"]["release"]["labels"] = {**defn["spec"]["release"]["labels"], "rollout": "two"}
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(changed))
+        generation = get_json(control_plane, stack.definitions, name)["metadata"]["generation"]
+        progress = wait_for(lambda: rolled_out(generation), "status.rollout complete", timeout=60)
+        assert (progress["instances"], progress["rolledOut"]) == (len(instances),) * 2
+        spent = _requests(control_plane, stack.backing_group, stack.backing_plural) - before
+        assert spent == Counter({"PATCH": len(instances), "LIST": 1}), spent
+    finally:
         kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")

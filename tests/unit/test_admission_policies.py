@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from shared.admission.matching import matches, rule_matches
-from shared.admission.policies import AUDIT_KEY, Verdict, admit, compile_policy
+from shared.admission.policies import AUDIT_KEY, Verdict, admit, compile_policy, may_apply
 from shared.admission.request import AdmissionRequest
 from shared.api.errors import ApiError
 from shared.api.rest import User
@@ -130,3 +130,23 @@ def test_request_and_variables_are_bound() -> None:
     assert verdict.denial.status()["details"]["causes"] == [{"message": (
         "ValidatingAdmissionPolicy 'p' with binding 'p-binding' denied request: failed expression: "
         "variables.who != 'alice' || request.userInfo.groups.exists(g, g == 'admins')")}]
+
+
+def test_may_apply_tells_when_the_namespace_need_not_be_read() -> None:
+    """A write no binding can select is allowed without reading its namespace (one kube round trip less);
+    a namespace selector alone never rules a binding out, since it needs the namespace's labels."""
+    policy = compile_policy(_policy("p", "object.spec.size != 'xl'"))
+    other = compile_policy({**_policy("o", "true"), "spec": {"matchConstraints": {"resourceRules": [
+        {**RULE, "resources": ["postgreses"]}]}, "validations": [{"expression": "true"}]}})
+    assert not may_apply([policy, other], [], _request())
+    assert not may_apply([policy, other], [_binding("o", "Deny")], _request())
+    assert not may_apply([policy], [_binding("p", "Deny")], _request(operation="DELETE"))
+    assert not may_apply([policy], [_binding("missing", "Deny")], _request())
+    assert not may_apply([policy], [_binding("p", "Deny", matchResources={"excludeResourceRules": [RULE]})],
+                         _request())
+    assert may_apply([policy, other], [_binding("p", "Deny")], _request())
+    by_namespace = _binding("p", "Deny", matchResources={"namespaceSelector": {"matchLabels": {"env": "prod"}}})
+    assert may_apply([policy], [by_namespace], _request())
+    assert may_apply([compile_policy(_policy("n", "true", matchConstraints={
+        "resourceRules": [RULE], "namespaceSelector": {"matchLabels": {"env": "prod"}}}))],
+        [_binding("n", "Deny")], _request())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as kclient
 
+from shared.client import events as events_module
 from shared.client.events import EventRecorder, involved_ref
 
 APP = {
@@ -25,8 +27,12 @@ class FakeEvents:
         self.requests: list[tuple[str, str, str | None, Any]] = []
         self.fail_with: int | None = None
         self.stored: dict[str, dict[str, Any]] = {}
+        #: When set, requests wait for it: a kube-apiserver that has not answered yet.
+        self.gate: asyncio.Event | None = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.gate is not None:
+            await self.gate.wait()
         raw = await request.read()
         body: dict[str, Any] = json.loads(raw) if raw else {}
         self.requests.append((request.method, request.path, request.headers.get("Content-Type"), body))
@@ -138,3 +144,61 @@ async def test_failures_never_raise(fake: tuple[FakeEvents, kclient.ApiClient]) 
         await EventRecorder(dead, "helm-agl", "h").record({"bogus": True}, "Normal", "Applied", "ok")
     finally:
         await dead.close()
+
+
+async def test_emit_returns_before_the_write_and_flush_waits_for_it(fake: Fake) -> None:
+    events, api = fake
+    gate = events.gate = asyncio.Event()
+    now = [1_700_000_000.0]
+    recorder = EventRecorder(api, "helm-agl", "h", clock=lambda: now[0])
+    recorder.emit(APP, "Normal", "Created", "HelmRelease created")
+    now[0] += 120  # the write happens later; the Event still tells when the create happened
+    await asyncio.sleep(0.05)
+    assert events.stored == {}  # the caller went on while kube-apiserver has not answered
+    gate.set()
+    await recorder.flush()
+    (body,) = events.stored.values()
+    assert body["reason"] == "Created" and body["firstTimestamp"] == "2023-11-14T22:13:20Z"
+    await recorder.stop()
+
+
+async def test_emit_copies_the_identity_of_the_object(fake: Fake) -> None:
+    events, api = fake
+    recorder = EventRecorder(api, "helm-agl", "h")
+    app = json.loads(json.dumps(APP))
+    recorder.emit(app, "Normal", "Created", "ok")
+    app["metadata"]["name"] = "changed-after-the-answer"
+    await recorder.stop()
+    (body,) = events.stored.values()
+    assert body["involvedObject"]["name"] == "db" and body["involvedObject"]["uid"] == "u-1"
+
+
+async def test_stop_flushes_the_queue(fake: Fake) -> None:
+    events, api = fake
+    recorder = EventRecorder(api, "helm-agl", "h")
+    for i in range(20):
+        recorder.emit(APP, "Normal", "Created", f"message {i}")
+    await recorder.stop()
+    assert sorted(b["message"] for b in events.stored.values()) == sorted(f"message {i}" for i in range(20))
+
+
+async def test_what_cannot_be_written_is_logged(fake: Fake, caplog: pytest.LogCaptureFixture,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    events, api = fake
+    events.gate = asyncio.Event()  # never set: kube-apiserver never answers
+    monkeypatch.setattr(events_module, "QUEUE_SIZE", 2)
+    recorder = EventRecorder(api, "helm-agl", "h")
+    for i in range(8):  # 4 writers take one each, 2 wait in the queue, 2 do not fit
+        recorder.emit(APP, "Normal", "Created", f"message {i}")
+        await asyncio.sleep(0)
+    full = [r.getMessage() for r in caplog.records if "event dropped" in r.getMessage()]
+    assert len(full) == 2 and all("already waiting" in m for m in full), full
+    caplog.clear()
+    await recorder.stop(flush_within=0.2)
+    at_stop = [r.getMessage() for r in caplog.records if "event dropped" in r.getMessage()]
+    # the 2 still queued, and the 4 the writers were sending when they were stopped
+    assert len(at_stop) == 6 and all("shutdown" in m for m in at_stop), at_stop
+    assert sorted(m.rsplit(": ", 1)[1] for m in at_stop) == [f"message {i}" for i in range(6)]
+    recorder.emit(APP, "Normal", "Created", "after stop")
+    assert "the recorder is stopped" in caplog.records[-1].getMessage()
+    events.gate.set()  # let the fake's handlers end, so its shutdown does not wait for them

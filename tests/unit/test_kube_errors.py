@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from shared.api.errors import ApiError
-from shared.client.kube import GVR, ObjectClient, from_api_exception, status_error, to_api_error
+from shared.client.kube import GVR, ObjectClient, from_api_exception, settle_environment, status_error, to_api_error
 
 GVR_APPDEF = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
 GVR_HR = GVR("helm.toolkit.fluxcd.io", "v2", "helmreleases")
@@ -287,3 +287,27 @@ async def test_silent_apiserver_times_out_as_503() -> None:
         release.set()
         await api.close()
         await runner.cleanup()
+
+
+async def test_proxy_comes_from_the_environment_once(recorder: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """settle_environment resolves kube-apiserver's proxy from the environment when the client is built, so
+    aiohttp no longer looks it (and ~/.netrc) up in a thread on every request."""
+    seen, proxy, _ = recorder  # the fake kube-apiserver doubles as the proxy
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    api = settle_environment(_api("http://kube.invalid:6443"))
+    bypassed = None
+    try:
+        monkeypatch.delenv("HTTP_PROXY")  # read once: later changes do not matter
+        assert (await ObjectClient(api, GVR_APPDEF).get(None, "x"))["metadata"]["name"] == "x"
+        assert seen[-1]["path"] == "/apis/cozystack.io/v1alpha1/applicationdefinitions/x"
+        assert api.rest_client.pool_manager.trust_env is False
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.setenv("NO_PROXY", "kube.invalid")
+        bypassed = settle_environment(_api("http://kube.invalid:6443"))
+        assert bypassed.rest_client.proxy is None
+    finally:
+        await api.close()
+        if bypassed is not None:
+            await bypassed.close()

@@ -372,3 +372,29 @@ def test_real_definition_model_round_trip() -> None:
     assert back is not None
     assert back["spec"]["subnets"] == [{"cidrBlock": "a", "availabilityZone": "eu-west-1a"}]
     assert rollout_patch(d, tf) == (None, [])
+
+
+@pytest.mark.parametrize("phase", ["planning", "pending", "applied", "failed"])
+@pytest.mark.parametrize("approve", ["", "auto", PLAN_ID])
+def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str, approve: str) -> None:
+    """The storage's cache keeps only ``SPEC_READ`` of a Terraform's spec: lists (from the cache) and gets
+    (whole objects from kube-apiserver) must still show the same Application, status and plan preview."""
+    from shared.client.informer import keeping_spec
+    from tofu_agl import plan
+    from tofu_agl.storage import PlanSummaries
+
+    d = _real_definition(approvePlan="manual", storeReadablePlan="json", workspace="prod",
+                         writeOutputsToSecret={"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]})
+    a = app(spec={"subnets": [{"cidrBlock": "a"}]}, labels={"team": "a"}, annotations={"note": "x"})
+    whole = build(d, a, group=GROUP)
+    whole["metadata"].update(uid="u-1", resourceVersion="7", generation=2, creationTimestamp="2026-09-10T09:00:00Z",
+                             managedFields=[{"manager": "tofu-agl", "fieldsV1": {"f:spec": {}}}])
+    whole["spec"] = {**copy.deepcopy(reference("tf-spec")["spec"]), **whole["spec"], "approvePlan": approve,
+                     "force": approve == ""}
+    whole["status"] = copy.deepcopy(reference(f"tf-status-{phase}")["status"])
+    cached = keeping_spec(project.SPEC_READ)(copy.deepcopy(whole))
+    assert "managedFields" not in cached["metadata"] and "runnerPodTemplate" not in cached["spec"]
+    assert to_application(d, cached, group=GROUP) == to_application(d, whole, group=GROUP)
+    assert project.awaiting_approval(cached) == project.awaiting_approval(whole)
+    assert plan.plan_location(cached) == plan.plan_location(whole)
+    assert PlanSummaries.key(cached) == PlanSummaries.key(whole)
