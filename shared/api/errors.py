@@ -45,6 +45,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # as kube-apiserver omits it (e.g. a failed typed apply patch)
         if self.details:
             body["details"] = self.details
         return body
