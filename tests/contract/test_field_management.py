@@ -468,3 +468,21 @@ def test_apply_of_undeclared_fields_fails_as_on_kube(pair: Pair) -> None:
     failed = pair.request("PATCH", name, lambda side: side.manifest(name, {"users": {"a": {"nope": True}}}),
                           "application/apply-patch+yaml", "fieldManager=x&fieldValidation=Ignore")
     assert failed.code == 500, failed
+
+
+def test_server_side_apply_after_client_side_apply_with_kubectls_manager(pair: Pair) -> None:
+    """The upgrade path kubectl documents: objects made with client-side apply, then applied server-side."""
+    name = _fresh(pair, "upgrade")
+    pair.send_manifest("apply", name, {"replicas": 2, "size": "1Gi"}, labels={"team": "a"})
+    pair.send_manifest("apply --server-side", name, {"replicas": 2, "size": "1Gi"}, labels={"team": "a"})
+    pair.same_object(name)
+    pair.send_manifest("apply --server-side", name, {"replicas": 3}, labels={"team": "a"})
+    pair.same_object(name)
+
+
+def test_replace_records_an_update(pair: Pair) -> None:
+    name = _fresh(pair, "replaced")
+    pair.apply(name, {"replicas": 2, "size": "1Gi"}, "alice")
+    pair.same_kubectl("replace", "-f", "-", input_of=lambda side: {
+        **pair.read(side, name), "spec": {"replicas": 5}})
+    pair.same_object(name)

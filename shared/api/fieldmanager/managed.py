@@ -9,7 +9,9 @@ tracked stays untracked by updates, and its first apply first credits everything
 resourceVersion, generation, creationTimestamp, managedFields, the ``metadata`` node itself) are
 stripped from every set, ``status`` is owned by nobody (it is a reset field of the main resource);
 at most ten Update entries are kept, older ones merged into ``ancient-changes``; entries are
-written sorted as kube sorts them.  Conflicts become the 409 Status kube-apiserver answers.
+written sorted as kube sorts them; kubectl's server-side apply (manager ``kubectl``) keeps an existing
+client-side apply annotation in step with what it applied.  Conflicts become the 409 Status
+kube-apiserver answers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ BEFORE_FIRST_APPLY = "before-first-apply"
 ANCIENT_CHANGES = "ancient-changes"
 MAX_UPDATE_MANAGERS = 10
 _CURRENT_OPERATION = "current-operation"
+#: kubectl's server-side apply manager, and the client-side apply annotation it keeps in step.
+KUBECTL = "kubectl"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 #: Paths no manager ever owns (kube's stripMetaManager).
 STRIPPED: FieldSet = frozenset(
@@ -292,8 +297,30 @@ class FieldManager:
         if changed:
             times[ident] = time  # a no-op apply keeps the entry's time (kube sets it only when the object changes)
         result: JSON = new if changed else base
+        if manager == KUBECTL:
+            synced = _sync_last_applied(result, config)
+            changed = changed or synced != result
+            result = synced
         out = Managed(fields, {m: t for m, t in times.items() if m in fields})
         return result, encode(out), changed
+
+
+def _sync_last_applied(obj: JSON, config: Mapping[str, Any]) -> JSON:
+    """kube's lastAppliedUpdater: kubectl's server-side apply keeps an existing client-side apply
+    annotation equal to what it applied (the configuration without that annotation, as Go encodes it)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if not annotations.get(LAST_APPLIED):
+        return obj
+    applied = dict(_bare(config))
+    meta = dict(applied.get("metadata") or {})
+    kept = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if kept:
+        meta["annotations"] = kept
+    else:
+        meta.pop("annotations", None)
+    applied["metadata"] = meta
+    text = json.dumps(applied, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return {**obj, "metadata": {**obj["metadata"], "annotations": {**annotations, LAST_APPLIED: text}}}
 
 
 def _decode_or_empty(entries: Any) -> Managed:
