@@ -27,7 +27,7 @@ from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
 from shared.schema.pruning import prune_unknown, unknown_fields
 from shared.server.admission import add_warning, collect_warnings, warning_header
-from shared.server.body import check_object
+from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
 from shared.server.options import write_options
 from shared.server.responses import json_response
@@ -62,25 +62,28 @@ def _defaulted(call: Call, obj: JSON) -> JSON:
     return defaulted
 
 
-def _known_fields(call: Call, obj: JSON, patched_view: Callable[[], JSON] | None = None) -> JSON:
+def _known_fields(call: Call, obj: JSON, patched_view: Callable[[], JSON] | None = None,
+                  duplicates: list[str] | None = None) -> JSON:
     """``obj`` without the fields its schema does not declare, as ``fieldValidation`` says for a
     custom resource: Strict refuses them (400 for a body, 422 naming the patched object for a
     patch, as kube), Warn (the default) drops each with a warning, Ignore drops them silently.
     ``patched_view`` is the patched object as a custom resource would hold it (defaults filled in)."""
     info = call.storage.info
     unknown = unknown_fields(info.schema, obj)
-    if not unknown:
+    repeated = duplicates or []
+    if not unknown and not repeated:
         return obj
     mode = call.info.write_options.field_validation or "Warn"
+    problems = [f'duplicate field "{path}"' for path in repeated] + [f'unknown field "{path}"' for path in unknown]
     if mode == "Strict":
-        listed = ", ".join(f'unknown field "{path}"' for path in unknown)
+        listed = ", ".join(problems)
         if patched_view is not None:
             raise _strict_patch_error(patched_view(), f"strict decoding error: {listed}")
         raise errors.bad_request(f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
                                  f"strict decoding error: {listed}")
     if mode == "Warn":
-        for path in unknown:
-            add_warning(f'unknown field "{path}"')
+        for problem in problems:
+            add_warning(problem)
     pruned: JSON = prune_unknown(info.schema, obj)
     return pruned
 
@@ -115,7 +118,7 @@ def _with_managed_fields(obj: JSON, entries: list[JSON] | None) -> JSON:
 @_with_warnings
 async def create(call: Call) -> web.Response:
     body = check_object(await call.body.decode(call.info.body_media), call.storage.info, call.namespace)
-    body = _known_fields(call, body)
+    body = _known_fields(call, body, duplicates=call.body.duplicates)
     options = call.info.write_options
     entries = _field_manager(call).update(None, _defaulted(call, body), options.manager)
     return json_response(await call.storage.create(call.ctx, call.namespace, _with_managed_fields(body, entries),
@@ -127,7 +130,8 @@ async def update(call: Call, conflict_retries: int = 0) -> web.Response:
     """Replace the object, recording the writer's fields; with no resourceVersion stated, the
     object read for that is the one replaced (re-read on a conflict)."""
     obj = await call.body.decode(call.info.body_media)
-    body = _known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name))
+    body = _known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
+                         duplicates=call.body.duplicates)
     pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
     options = call.info.write_options
     for attempt in range(conflict_retries + 1):
@@ -159,7 +163,9 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
     """Apply the patch to the object as stored; re-read and re-apply on a conflict the client did not ask for."""
     kind = call.info.patch_type
     assert kind is not None
-    doc = patching.decode_patch(kind, await call.body.read())
+    raw = await call.body.read()
+    doc = patching.decode_patch(kind, raw)
+    duplicates = json_duplicates(raw) if kind is patching.PatchType.MERGE else []
     if kind is patching.PatchType.APPLY:
         _typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name))
     pinned = patching.states_resource_version(kind, doc)
@@ -169,7 +175,7 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
         try:
             if current is None:
                 return await _create_applied(call, doc)
-            return await _update_patched(call, kind, current, doc, pinned)
+            return await _update_patched(call, kind, current, doc, pinned, duplicates)
         except errors.ApiError as err:
             created_meanwhile = current is None and err.reason == "AlreadyExists"
             modified_meanwhile = current is not None and err.code == 409 and err.reason == "Conflict" and not pinned
@@ -200,7 +206,8 @@ async def _create_applied(call: Call, doc: Any) -> web.Response:
     return json_response(await call.storage.create(call.ctx, call.namespace, created, options), 201)
 
 
-async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, doc: Any, pinned: bool) -> web.Response:
+async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, doc: Any, pinned: bool,
+                         duplicates: list[str]) -> web.Response:
     options = call.info.write_options
     manager = _field_manager(call)
     live = _defaulted(call, stored)
@@ -212,7 +219,7 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
     else:
         patched = patching.apply(kind, stored, doc)
         patched = check_object(patched, call.storage.info, call.namespace, call.name)
-        patched = _known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)))
+        patched = _known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)), duplicates)
         entries_or_none = manager.update(live, _defaulted(call, patched), options.manager)
         written = _with_managed_fields(patched, entries_or_none)
     written = check_object(written, call.storage.info, call.namespace, call.name)

@@ -486,3 +486,19 @@ def test_replace_records_an_update(pair: Pair) -> None:
     pair.same_kubectl("replace", "-f", "-", input_of=lambda side: {
         **pair.read(side, name), "spec": {"replicas": 5}})
     pair.same_object(name)
+
+
+DUPLICATED = ('{"apiVersion":"GROUP/v1alpha1","kind":"OwnedDB","metadata":{"name":"NAME","namespace":"NS"},'
+              '"spec":{"replicas":2,"users":{"a":{"password":"x","password":"y"}},"replicas":3}}')
+
+
+@pytest.mark.parametrize("validation", ["Strict", "Warn", "Ignore"])
+def test_duplicate_fields(pair: Pair, validation: str) -> None:
+    name = _fresh(pair, f"dup-{validation.lower()}")
+    query = f"fieldValidation={validation}"
+    pair.request("POST", name, lambda side: DUPLICATED.replace("GROUP", side.group).replace("NAME", name)
+                 .replace("NS", side.namespace), "application/json", query)
+    pair.request("POST", name, lambda side: side.manifest(name, {"replicas": 1}), "application/json")
+    pair.request("PATCH", name, lambda side: '{"spec":{"size":"1Gi","size":"2Gi"}}', "application/merge-patch+json",
+                 query)
+    pair.same_object(name)

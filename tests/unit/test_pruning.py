@@ -3,6 +3,7 @@ tests/contract/test_field_management.py, ``fieldValidation``)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from shared.schema.pruning import prune_unknown, unknown_fields
@@ -31,3 +32,13 @@ def test_unknown_fields_are_named_as_kubes_strict_decoder_names_them() -> None:
 def test_identity_fields_are_always_known() -> None:
     bare = {"type": "object", "properties": {"spec": {"type": "object"}}}
     assert unknown_fields(bare, {"apiVersion": "v", "kind": "K", "metadata": {}, "spec": {"x": 1}}) == []
+
+
+def test_duplicate_fields_are_found_innermost_first_and_the_last_value_wins() -> None:
+    from shared.server.body import _pairs, duplicate_fields, json_duplicates, plain
+
+    raw = b'{"spec":{"replicas":2,"users":{"a":{"password":"x","password":"y"}},"replicas":3},"l":[{"k":1,"k":2}]}'
+    assert json_duplicates(raw) == ["spec.users.a.password", "spec.replicas", "l[0].k"]
+    decoded = json.loads(raw, object_pairs_hook=_pairs)
+    assert plain(decoded) == {"spec": {"replicas": 3, "users": {"a": {"password": "y"}}}, "l": [{"k": 2}]}
+    assert duplicate_fields({"a": 1}) == [] and json_duplicates(b"not json") == []
