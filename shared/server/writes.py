@@ -7,6 +7,7 @@ conflict (retried, as kube does) rather than a lost update; delete preconditions
 Every create, update and patch is recorded in ``metadata.managedFields`` by
 :class:`shared.api.fieldmanager.FieldManager`, on the defaulted view of the object, so ownership is
 what a custom resource with the same schema records; an apply that conflicts is the 409 kube gives.
+Duplicate and unknown fields are handled per ``fieldValidation`` (:mod:`shared.server.fieldvalidation`).
 The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies are
 sent back here as ``Warning`` headers.
 """
@@ -25,10 +26,10 @@ from shared.api import patch as patching
 from shared.api.fieldmanager import FieldManager
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
-from shared.schema.pruning import prune_unknown, unknown_fields
-from shared.server.admission import add_warning, collect_warnings, warning_header
+from shared.server.admission import collect_warnings, warning_header
 from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
+from shared.server.fieldvalidation import known_fields, typed_config
 from shared.server.options import write_options
 from shared.server.responses import json_response
 
@@ -62,54 +63,6 @@ def _defaulted(call: Call, obj: JSON) -> JSON:
     return defaulted
 
 
-def _known_fields(call: Call, obj: JSON, patched_view: Callable[[], JSON] | None = None,
-                  duplicates: list[str] | None = None) -> JSON:
-    """``obj`` without the fields its schema does not declare, as ``fieldValidation`` says for a
-    custom resource: Strict refuses them (400 for a body, 422 naming the patched object for a
-    patch, as kube), Warn (the default) drops each with a warning, Ignore drops them silently.
-    ``patched_view`` is the patched object as a custom resource would hold it (defaults filled in)."""
-    info = call.storage.info
-    unknown = unknown_fields(info.schema, obj)
-    repeated = duplicates or []
-    if not unknown and not repeated:
-        return obj
-    mode = call.info.write_options.field_validation or "Warn"
-    problems = [f'duplicate field "{path}"' for path in repeated] + [f'unknown field "{path}"' for path in unknown]
-    if mode == "Strict":
-        listed = ", ".join(problems)
-        if patched_view is not None:
-            raise _strict_patch_error(patched_view(), f"strict decoding error: {listed}")
-        raise errors.bad_request(f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
-                                 f"strict decoding error: {listed}")
-    if mode == "Warn":
-        for problem in problems:
-            add_warning(problem)
-    pruned: JSON = prune_unknown(info.schema, obj)
-    return pruned
-
-
-def _strict_patch_error(patched: JSON, reason: str) -> errors.ApiError:
-    """kube's 422 for a patch whose result has unknown fields: the patched object, as Go writes JSON."""
-    shown = {k: v for k, v in patched.items() if not (k == "status" and not v)}
-    text = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    quoted = json.dumps(text, ensure_ascii=False)
-    message = f"Invalid value: {quoted}: {reason}"
-    return errors.ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
-                           details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})
-
-
-def _typed_config(call: Call, doc: JSON) -> None:
-    """An apply configuration must fit the schema whatever ``fieldValidation`` says (kube answers 500)."""
-    info = call.storage.info
-    unknown = unknown_fields(info.schema, doc)
-    if not unknown:
-        return
-    problems = [f".{path}: field not declared in schema" for path in unknown]
-    detail = problems[0] if len(problems) == 1 else "errors:\n  " + "\n  ".join(problems)
-    raise errors.ApiError(500, "", f"failed to create typed patch object ({call.namespace}/{call.name}; "
-                                   f"{info.api_version}, Kind={info.kind}): {detail}")
-
-
 def _with_managed_fields(obj: JSON, entries: list[JSON] | None) -> JSON:
     out = {**obj, "metadata": {**(obj.get("metadata") or {}), "managedFields": entries or []}}
     return out
@@ -118,7 +71,7 @@ def _with_managed_fields(obj: JSON, entries: list[JSON] | None) -> JSON:
 @_with_warnings
 async def create(call: Call) -> web.Response:
     body = check_object(await call.body.decode(call.info.body_media), call.storage.info, call.namespace)
-    body = _known_fields(call, body, duplicates=call.body.duplicates)
+    body = known_fields(call, body, duplicates=call.body.duplicates)
     options = call.info.write_options
     entries = _field_manager(call).update(None, _defaulted(call, body), options.manager)
     return json_response(await call.storage.create(call.ctx, call.namespace, _with_managed_fields(body, entries),
@@ -130,7 +83,7 @@ async def update(call: Call, conflict_retries: int = 0) -> web.Response:
     """Replace the object, recording the writer's fields; with no resourceVersion stated, the
     object read for that is the one replaced (re-read on a conflict)."""
     obj = await call.body.decode(call.info.body_media)
-    body = _known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
+    body = known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
                          duplicates=call.body.duplicates)
     pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
     options = call.info.write_options
@@ -167,7 +120,7 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
     doc = patching.decode_patch(kind, raw)
     duplicates = json_duplicates(raw) if kind is patching.PatchType.MERGE else []
     if kind is patching.PatchType.APPLY:
-        _typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name))
+        typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name))
     pinned = patching.states_resource_version(kind, doc)
     for attempt in range(conflict_retries + 1):
         last = attempt == conflict_retries
@@ -219,7 +172,7 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
     else:
         patched = patching.apply(kind, stored, doc)
         patched = check_object(patched, call.storage.info, call.namespace, call.name)
-        patched = _known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)), duplicates)
+        patched = known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)), duplicates)
         entries_or_none = manager.update(live, _defaulted(call, patched), options.manager)
         written = _with_managed_fields(patched, entries_or_none)
     written = check_object(written, call.storage.info, call.namespace, call.name)
