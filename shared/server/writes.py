@@ -14,6 +14,7 @@ sent back here as ``Warning`` headers.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Awaitable, Callable
@@ -168,6 +169,8 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
         new, entries, _ = manager.apply(live, doc, options.manager, options.force)
         # Only what the apply changed is written onto the stored object: defaults stay unwritten.
         patched = patching.merge_patch(stored, patching.merge_diff(_bare(live), new))
+        if isinstance(doc.get("spec"), dict) and isinstance(patched.get("spec"), dict):
+            _pin_applied(patched["spec"], doc["spec"], new.get("spec") or {})
         written = _with_managed_fields(patched, entries)
     else:
         patched = patching.apply(kind, stored, doc)
@@ -179,6 +182,20 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
     if not pinned:
         _pin(written, stored)
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
+
+
+def _pin_applied(target: JSON, applied: JSON, new: JSON) -> None:
+    """Write what the applier stated even where it equals a default the stored spec left out, so the
+    stored spec stays the spec as given (the defaulted view saw no change there)."""
+    for key, value in applied.items():
+        if key not in new:
+            continue
+        if isinstance(value, dict) and isinstance(new[key], dict):
+            child = target.setdefault(key, {})
+            if isinstance(child, dict):
+                _pin_applied(child, value, new[key])
+        elif key not in target:
+            target[key] = copy.deepcopy(new[key])
 
 
 def _bare(obj: JSON) -> JSON:

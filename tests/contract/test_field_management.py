@@ -502,3 +502,15 @@ def test_duplicate_fields(pair: Pair, validation: str) -> None:
     pair.request("PATCH", name, lambda side: '{"spec":{"size":"1Gi","size":"2Gi"}}', "application/merge-patch+json",
                  query)
     pair.same_object(name)
+
+
+def test_applied_values_are_written_as_given(pair: Pair) -> None:
+    """A value applied onto an existing object is written even when it equals the schema default."""
+    name = _fresh(pair, "given")
+    pair.apply(name, {"size": "2Gi"}, "carol")
+    pair.apply(name, {"replicas": 2, "postgresql": {"parameters": {"max_connections": 100}}}, "alice")
+    pair.same_object(name)
+    written = pair.stack.written_spec(pair.backing(name))
+    assert written["replicas"] == 2 and written["postgresql"]["parameters"]["max_connections"] == 100, written
+    if not pair.stack.writes_defaults:
+        assert written == {"size": "2Gi", "replicas": 2, "postgresql": {"parameters": {"max_connections": 100}}}
