@@ -14,7 +14,7 @@ from aiohttp import StreamReader
 from shared.api import errors
 from shared.api import patch as patching
 from shared.api.rest import ResourceInfo
-from shared.bodies import JSON
+from shared.bodies import JSON, clone
 
 #: kube-apiserver's limit for JSON request bodies.
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -58,15 +58,6 @@ def json_duplicates(raw: bytes) -> list[str]:
         return []
 
 
-def plain(value: Any) -> Any:
-    """The decoded body as plain dicts and lists."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    return value
-
-
 class Body:
     """The body of one request, read on demand (reads and watches never touch it)."""
 
@@ -103,7 +94,7 @@ class Body:
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
         self.duplicates = duplicate_fields(decoded)
-        return plain(decoded) if self.duplicates else decoded
+        return clone(decoded) if self.duplicates else decoded  # plain dicts again
 
 
 def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None = None) -> JSON:

@@ -35,10 +35,11 @@ def test_identity_fields_are_always_known() -> None:
 
 
 def test_duplicate_fields_are_found_innermost_first_and_the_last_value_wins() -> None:
-    from shared.server.body import _pairs, duplicate_fields, json_duplicates, plain
+    from shared.bodies import clone
+    from shared.server.body import _pairs, duplicate_fields, json_duplicates
 
     raw = b'{"spec":{"replicas":2,"users":{"a":{"password":"x","password":"y"}},"replicas":3},"l":[{"k":1,"k":2}]}'
     assert json_duplicates(raw) == ["spec.users.a.password", "spec.replicas", "l[0].k"]
     decoded = json.loads(raw, object_pairs_hook=_pairs)
-    assert plain(decoded) == {"spec": {"replicas": 3, "users": {"a": {"password": "y"}}}, "l": [{"k": 2}]}
+    assert clone(decoded) == {"spec": {"replicas": 3, "users": {"a": {"password": "y"}}}, "l": [{"k": 2}]}
     assert duplicate_fields({"a": 1}) == [] and json_duplicates(b"not json") == []
