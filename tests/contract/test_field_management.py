@@ -514,3 +514,10 @@ def test_applied_values_are_written_as_given(pair: Pair) -> None:
     assert written["replicas"] == 2 and written["postgresql"]["parameters"]["max_connections"] == 100, written
     if not pair.stack.writes_defaults:
         assert written == {"size": "2Gi", "replicas": 2, "postgresql": {"parameters": {"max_connections": 100}}}
+
+
+def test_server_side_apply_changing_what_client_side_apply_set(pair: Pair) -> None:
+    name = _fresh(pair, "upgrade-change")
+    pair.send_manifest("apply", name, {"replicas": 2, "size": "1Gi"})
+    pair.send_manifest("apply --server-side", name, {"replicas": 3, "size": "1Gi"})
+    pair.same_object(name)

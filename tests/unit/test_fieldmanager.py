@@ -241,3 +241,25 @@ def test_manager_from_user_agent() -> None:
     assert manager_from_user_agent("kubectl-client-side-apply/v1.33.0 (linux/amd64) kubernetes/abc") == \
         "kubectl-client-side-apply"
     assert manager_from_user_agent("Python-urllib/3.11") == "Python-urllib"
+
+
+def test_kubectl_takes_over_what_client_side_apply_set_as_it_still_is(fm: FieldManager) -> None:
+    last = json.dumps({"apiVersion": VERSION, "kind": "Thing", "metadata": {"name": "a", "namespace": "n"},
+                       "spec": {"replicas": 2, "size": "1Gi"}}) + "\n"
+    created = obj({"replicas": 2, "size": "1Gi"},
+                  annotations={"kubectl.kubernetes.io/last-applied-configuration": last})
+    live = stored(created, fm.update(None, created, "kubectl-client-side-apply", T))
+    with pytest.raises(errors.ApiError):
+        fm.apply(live, obj({"replicas": 3}), "gitops", False, T)
+    new, entries, _ = fm.apply(live, obj({"replicas": 3, "size": "1Gi"}), "kubectl", False, T)
+    assert new["spec"] == {"replicas": 3, "size": "1Gi"}
+    assert owners(entries)["kubectl"] == {"f:spec": {"f:replicas": {}, "f:size": {}}}
+    # The annotation follows what kubectl applied.
+    synced = json.loads(new["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"])
+    assert synced["spec"] == {"replicas": 3, "size": "1Gi"}
+    # A field changed since the client-side apply is not the annotation's any more: a conflict again.
+    edited = stored({**created, "spec": {"replicas": 5, "size": "1Gi"}},
+                    fm.update(live, {**created, "spec": {"replicas": 5, "size": "1Gi"}}, "kubectl-edit", T))
+    with pytest.raises(errors.ApiError) as conflict:
+        fm.apply(edited, obj({"replicas": 3, "size": "1Gi"}), "kubectl", False, T)
+    assert '"kubectl-edit"' in conflict.value.message

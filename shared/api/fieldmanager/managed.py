@@ -10,7 +10,8 @@ resourceVersion, generation, creationTimestamp, managedFields, the ``metadata`` 
 stripped from every set, ``status`` is owned by nobody (it is a reset field of the main resource);
 at most ten Update entries are kept, older ones merged into ``ancient-changes``; entries are
 written sorted as kube sorts them; kubectl's server-side apply (manager ``kubectl``) keeps an existing
-client-side apply annotation in step with what it applied.  Conflicts become the 409 Status
+client-side apply annotation in step with what it applied, and may take over the fields that annotation
+still describes unchanged (the client-side to server-side upgrade).  Conflicts become the 409 Status
 kube-apiserver answers.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from shared.api import errors
 from shared.api.fieldmanager.fieldpath import EMPTY, FieldSet, Path, field, from_fields_v1, iterate, path_string
 from shared.api.fieldmanager.fieldpath import to_fields_v1 as _to_fields_v1
-from shared.api.fieldmanager.typed import MISSING, Schema
+from shared.api.fieldmanager.typed import MISSING, Schema, compare, field_set
 from shared.api.fieldmanager.updater import Conflicts, Managers, Owned, Updater
 from shared.bodies import JSON
 
@@ -267,6 +268,15 @@ class FieldManager:
         fields = {m: o for m, o in fields.items() if o.fields}
         return _cap(Managed(fields, {m: t for m, t in times.items() if m in fields}), self.api_version, time)
 
+    def _not_allowed_by_last_applied(self, conflicts: Conflicts, live: Any) -> Conflicts:
+        """kube's lastAppliedManager: kubectl's first server-side apply of an object made with client-side
+        apply may take the fields the client-side apply annotation still describes as they are."""
+        last = _last_applied(live)
+        if not isinstance(last, dict):
+            return conflicts
+        allowed = field_set(last, self.schema) - compare(last, live, self.schema).modified
+        return Conflicts([c for c in conflicts.conflicts if c.path not in allowed])
+
     # -------------------------------------------------------------- Apply
     def apply(self, live: Mapping[str, Any] | None, config: Mapping[str, Any], manager: str, force: bool,
               time: str | None = None) -> tuple[JSON, list[JSON], bool]:
@@ -287,7 +297,11 @@ class FieldManager:
             new, fields = self._updater.apply(base, _bare(config), self.api_version, dict(managed.fields), ident,
                                               force)
         except Conflicts as conflicts:
-            raise conflict_error(conflicts) from None
+            remaining = self._not_allowed_by_last_applied(conflicts, base) if manager == KUBECTL else conflicts
+            if remaining.conflicts:
+                raise conflict_error(remaining) from None
+            new, fields = self._updater.apply(base, _bare(config), self.api_version, dict(managed.fields), ident,
+                                              True)
         times = dict(managed.times)
         if ident in fields:
             fields[ident] = Owned(_strip(fields[ident].fields), self.api_version, True)
@@ -303,6 +317,16 @@ class FieldManager:
             result = synced
         out = Managed(fields, {m: t for m, t in times.items() if m in fields})
         return result, encode(out), changed
+
+
+def _last_applied(obj: Mapping[str, Any]) -> Any:
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _sync_last_applied(obj: JSON, config: Mapping[str, Any]) -> JSON:
