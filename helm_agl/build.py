@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api.durations import go_duration
+from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON
 
 from .definition import HelmDefinitionView
@@ -32,6 +33,7 @@ from .names import (
     HR_API_VERSION,
     HR_KIND,
     KIND_LABEL,
+    MANAGED_FIELDS_ANNOTATION,
     NAME_LABEL,
     SHARDING_LABEL,
     backing_name,
@@ -67,6 +69,9 @@ def build(
     labels[NAME_LABEL] = name
     hr_meta: JSON = {"name": backing_name(defn, name), "namespace": meta.get("namespace"), "labels": labels}
     annotations = _prefixed(meta.get("annotations"))
+    managed = to_annotation(meta.get("managedFields"))
+    if managed is not None:
+        annotations[MANAGED_FIELDS_ANNOTATION] = managed
     if annotations:
         hr_meta["annotations"] = annotations
     spec = app.get("spec")

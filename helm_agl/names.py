@@ -24,6 +24,9 @@ GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
 #: Written at runtime by the flux shard operator; an update must not revert it.
 SHARDING_LABEL = "sharding.fluxcd.io/key"
+#: The Application's ``metadata.managedFields``, kept on the HelmRelease (the service's own
+#: annotation: no ``apps.cozystack.io-`` prefix, so never shown as a user annotation).
+MANAGED_FIELDS_ANNOTATION = "apps.cozystack.io/managed-fields"
 
 HR_GROUP = "helm.toolkit.fluxcd.io"
 HR_VERSION = "v2"

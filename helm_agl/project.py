@@ -10,12 +10,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api.fieldmanager import from_annotation
 from shared.api.rest import Column
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
 
 from .definition import HelmDefinitionView
-from .names import LABEL_PREFIX, VERSION, application_name, is_application
+from .names import LABEL_PREFIX, MANAGED_FIELDS_ANNOTATION, VERSION, application_name, is_application
 
 #: Application metadata copied from the HelmRelease as it is (the server-owned fields).
 COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
@@ -32,12 +33,15 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
-def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, group: str) -> JSON | None:
+def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, group: str,
+                   defaulted: bool = True) -> JSON | None:
     """The Application a HelmRelease represents, or None if it is not one of this kind.
 
     A HelmRelease without this definition's kind and group labels, or whose name lacks the
     prefix (it could not be addressed by name), is not an Application.  ``spec`` hides the
-    top-level ``_`` keys the platform injects and has schema defaults applied.
+    top-level ``_`` keys the platform injects and has schema defaults applied, unless
+    ``defaulted`` is False: then it is the Application as stored, the object patches apply to.
+    ``metadata.managedFields`` come from the service's annotation.
     """
     if not is_application(backing, defn.kind, group):
         return None
@@ -55,11 +59,14 @@ def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, grou
     annotations = _deprefixed(meta.get("annotations"))
     if annotations:
         app_meta["annotations"] = annotations
+    managed = from_annotation((meta.get("annotations") or {}).get(MANAGED_FIELDS_ANNOTATION))
+    if managed:
+        app_meta["managedFields"] = managed
     return {
         "apiVersion": f"{group}/{VERSION}",
         "kind": defn.kind,
         "metadata": app_meta,
-        "spec": _spec(defn, backing),
+        "spec": _spec(defn, backing, defaulted),
         "status": project_status(backing),
     }
 
@@ -94,15 +101,15 @@ def table_cells(app: Mapping[str, Any]) -> list[Any]:
     return [meta.get("name", ""), ready_status(app), meta.get("creationTimestamp"), version]
 
 
-def _spec(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> JSON:
-    """The values without the platform's top-level ``_`` keys, with schema defaults applied."""
+def _spec(defn: HelmDefinitionView, backing: Mapping[str, Any], defaulted: bool) -> JSON:
+    """The values without the platform's top-level ``_`` keys, with schema defaults applied (if ``defaulted``)."""
     values = (backing.get("spec") or {}).get("values")
     visible = (
         {k: copy.deepcopy(v) for k, v in values.items() if not k.startswith("_")}
         if isinstance(values, dict)
         else {}
     )
-    return apply_defaults(defn.schema, visible) if defn.schema else visible
+    return apply_defaults(defn.schema, visible) if defn.schema and defaulted else visible
 
 
 def _deprefixed(entries: Mapping[str, Any] | None) -> dict[str, str]:

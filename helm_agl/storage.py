@@ -139,6 +139,14 @@ class ApplicationStorage:
             raise self._not_found(name)
         return app
 
+    async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        """The Application as stored: the values as given (no defaults) and its managedFields."""
+        app = to_application(self.definition, await self._live(namespace, name), group=self.info.group,
+                             defaulted=False)
+        if app is None:
+            raise self._not_found(name)
+        return app
+
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
         cached = await self._cached_list(namespace, options)
         if cached is not None:

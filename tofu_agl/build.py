@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON, clone
 from shared.schema.defaults import apply_defaults
 
@@ -34,6 +35,7 @@ from .names import (
     GROUP_LABEL,
     KIND_LABEL,
     LABEL_PREFIX,
+    MANAGED_FIELDS_ANNOTATION,
     NAME_LABEL,
     RUNNER_SA_ANNOTATION,
     SHARDING_LABEL,
@@ -72,8 +74,12 @@ def build(
     labels.update(_prefixed(meta.get("labels")))
     labels.update({KIND_LABEL: defn.kind, GROUP_LABEL: group, NAME_LABEL: name})
     tf_meta: JSON = {"name": backing_name(defn, name), "namespace": namespace, "labels": labels}
-    if user_annotations:
-        tf_meta["annotations"] = _prefixed(user_annotations)
+    annotations = _prefixed(user_annotations) if user_annotations else {}
+    managed = to_annotation(meta.get("managedFields"))
+    if managed is not None:
+        annotations[MANAGED_FIELDS_ANNOTATION] = managed
+    if annotations:
+        tf_meta["annotations"] = annotations
 
     spec_in = app.get("spec")
     tf_vars = marshal_vars(
@@ -134,7 +140,8 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
     for key in CONTROLLER_METADATA:
         if live_meta.get(key):
             meta[key] = clone(live_meta[key])
-    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items() if not k.startswith(LABEL_PREFIX)}
+    foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items()
+               if not k.startswith(LABEL_PREFIX) and k != MANAGED_FIELDS_ANNOTATION}
     if foreign:
         meta["annotations"] = {**foreign, **(meta.get("annotations") or {})}
     for key in STATE_LOCATION:

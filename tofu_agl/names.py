@@ -25,6 +25,9 @@ GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
 #: Flux sharding label: owned by whoever operates the controllers, so an update keeps it.
 SHARDING_LABEL = "sharding.fluxcd.io/key"
+#: The Application's ``metadata.managedFields``, kept on the Terraform (the service's own
+#: annotation: no ``apps.cozystack.io-`` prefix, so never shown as a user annotation).
+MANAGED_FIELDS_ANNOTATION = "tofu.apps.cozystack.io/managed-fields"
 
 TF_GROUP = "infra.contrib.fluxcd.io"
 TF_VERSION = "v1alpha2"

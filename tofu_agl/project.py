@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api.fieldmanager import from_annotation
 from shared.api.rest import Column
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
@@ -25,6 +26,7 @@ from .names import (
     APPROVE_ANNOTATION,
     AUTO,
     LABEL_PREFIX,
+    MANAGED_FIELDS_ANNOTATION,
     VERSION,
     application_name,
     is_application,
@@ -73,13 +75,17 @@ _CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime")
 
 
 def to_application(
-    defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str, plan_summary: JSON | None = None
+    defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str, plan_summary: JSON | None = None,
+    defaulted: bool = True,
 ) -> JSON | None:
     """The Application a Terraform represents, or None when it is not one of this kind.
 
     A Terraform without this definition's kind and group labels, or whose name lacks the prefix
     (it could not be addressed by name), is not an Application.  ``plan_summary`` is the summary
-    of the pending plan (:func:`tofu_agl.plan.summary`) when the storage could read one.
+    of the pending plan (:func:`tofu_agl.plan.summary`) when the storage could read one.  With
+    ``defaulted`` False, ``spec`` is the Application as stored (the variables, which carry the
+    defaults applied when they were written), the object patches apply to.
+    ``metadata.managedFields`` come from the service's annotation.
     """
     if not is_application(backing, defn.kind, group):
         return None
@@ -98,8 +104,13 @@ def to_application(
     annotations = user_entries(meta.get("annotations"))
     if annotations:
         app_meta["annotations"] = annotations
+    managed = from_annotation((meta.get("annotations") or {}).get(MANAGED_FIELDS_ANNOTATION))
+    if managed:
+        app_meta["managedFields"] = managed
     tf_vars = (backing.get("spec") or {}).get("vars")
-    spec = apply_defaults(defn.schema, unmarshal_vars(defn.schema, defn.variable_naming, tf_vars))
+    spec = unmarshal_vars(defn.schema, defn.variable_naming, tf_vars)
+    if defaulted:
+        spec = apply_defaults(defn.schema, spec)
     return {
         "apiVersion": f"{group}/{VERSION}",
         "kind": defn.kind,

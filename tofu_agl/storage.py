@@ -233,6 +233,15 @@ class ApplicationStorage:
             raise self._not_found(name)
         return app
 
+    async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        """The Application as stored: the variables as written (with the defaults of their time) and
+        its managedFields."""
+        app = to_application(self.definition, await self._live(namespace, name), group=self.group,
+                             defaulted=False)
+        if app is None:
+            raise self._not_found(name)
+        return app
+
     async def get_subresource(self, ctx: RequestContext, namespace: str, name: str, subresource: str) -> Content:
         """The readable plan of the pending plan (``plan``): OpenTofu's text, or the JSON plan redacted."""
         tf = await self._live(namespace, name)

@@ -1,9 +1,10 @@
-"""PATCH semantics: JSON merge patch, JSON patch and a minimal server-side apply.
+"""PATCH semantics: JSON merge patch and JSON patch; the media types of every patch kind.
 
 Our kinds are unstructured from kubectl's point of view, so the patch types that matter are the
 ones kubectl and GitOps tools send for CRDs: merge patch (``kubectl edit/patch/annotate``, client
 side ``apply``), JSON patch (``kubectl patch --type=json``) and apply patch (``kubectl apply
---server-side``, Flux, Argo CD).  Strategic merge patch needs Go struct tags and is refused with
+--server-side``, Flux, Argo CD; merged with field ownership by :mod:`shared.api.fieldmanager`).
+Strategic merge patch needs Go struct tags and is refused with
 415, as kube-apiserver refuses it for custom resources.
 """
 
@@ -122,6 +123,26 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def merge_diff(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch that turns ``old`` into ``new`` (objects diffed key by key)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return copy.deepcopy(new)
+    out: dict[str, Any] = {}
+    for key in old:
+        if key not in new:
+            out[key] = None
+    for key, value in new.items():
+        if key not in old:
+            out[key] = copy.deepcopy(value)
+        elif isinstance(value, dict) and isinstance(old[key], dict):
+            inner = merge_diff(old[key], value)
+            if inner:
+                out[key] = inner
+        elif json.dumps(value, sort_keys=True) != json.dumps(old[key], sort_keys=True):
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def json_patch(target: JSON, operations: Any) -> Any:
     """RFC 6902 JSON patch, answered as kube-apiserver answers it.
 
@@ -146,48 +167,11 @@ def json_patch(target: JSON, operations: Any) -> Any:
         raise errors.ApiError(422, "Invalid", f"the JSON patch could not be applied: {exc}") from exc
 
 
-#: Top-level keys an apply never takes from the applied object: identity and server-owned data.
-_APPLY_SKIPPED = ("apiVersion", "kind", "metadata", "status")
-
-
-def apply_patch(current: JSON | None, applied: JSON) -> JSON:
-    """Minimal server-side apply: create, or replace what the applier states.
-
-    With no current object the applied object is the new object.  Otherwise each top-level field
-    the applier states (``spec`` in practice) replaces the current one, as do
-    ``metadata.labels`` and ``metadata.annotations`` when stated; everything else the server
-    owns (resourceVersion, uid, creationTimestamp, status, ...) is kept.  Fields the applier does
-    not mention are kept, which is what real server-side apply does for fields owned by another
-    manager (e.g. an object first made with ``kubectl create``).
-    """
-    if current is None:
-        return copy.deepcopy(applied)
-    result = copy.deepcopy(current)
-    for key, value in applied.items():
-        if key not in _APPLY_SKIPPED:
-            result[key] = copy.deepcopy(value)
-    applied_meta = applied.get("metadata")
-    if isinstance(applied_meta, dict):
-        meta = result.setdefault("metadata", {})
-        for key in ("labels", "annotations"):
-            if key in applied_meta:
-                value = applied_meta[key]
-                if value:
-                    meta[key] = copy.deepcopy(value)
-                else:
-                    meta.pop(key, None)
-        if "resourceVersion" in applied_meta:
-            # A stated resourceVersion is a precondition, exactly as on update.
-            meta["resourceVersion"] = applied_meta["resourceVersion"]
-    return result
-
-
-def apply(kind: PatchType, current: JSON | None, doc: Any) -> Any:
-    """Apply a decoded patch document of ``kind`` to ``current``."""
+def apply(kind: PatchType, current: JSON, doc: Any) -> Any:
+    """Apply a decoded merge or JSON patch document to ``current`` (apply patches are
+    :mod:`shared.api.fieldmanager`'s: they need field ownership)."""
     if kind is PatchType.APPLY:
-        return apply_patch(current, doc)
-    if current is None:
-        raise ValueError("merge and JSON patches need an existing object")
+        raise ValueError("apply patches are merged by the field manager")
     if kind is PatchType.MERGE:
         return merge_patch(current, doc)
     return json_patch(current, doc)

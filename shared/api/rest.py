@@ -93,7 +93,14 @@ class WriteOptions:
     """Options shared by create, update, patch and delete."""
 
     dry_run: bool = False
+    #: The ``fieldManager`` parameter as given.
     field_manager: str | None = None
+    #: The manager the write is recorded under: ``fieldManager``, else derived from the User-Agent.
+    manager: str = ""
+    #: ``force`` of an apply patch: take the fields other managers own.
+    force: bool = False
+    #: ``fieldValidation``: "" (absent), Ignore, Warn or Strict.
+    field_validation: str = ""
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,11 @@ class Storage(Protocol):
     info: ResourceInfo
 
     async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON: ...
+
+    async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        """The object as stored, which patches apply to: the spec as written (no defaults filled in on
+        read) with ``metadata.managedFields``."""
+        ...
 
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
         """Return a ``<Kind>List`` with ``metadata.resourceVersion`` and ``metadata.continue``."""

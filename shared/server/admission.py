@@ -173,6 +173,13 @@ def collect_warnings() -> Iterator[list[str]]:
         _WARNINGS.reset(token)
 
 
+def add_warning(text: str) -> None:
+    """Send ``text`` back as a ``Warning`` header of the request being handled (if it collects them)."""
+    warnings = _WARNINGS.get()
+    if warnings is not None:
+        warnings.append(text)
+
+
 def warning_header(text: str) -> str:
     """An RFC 7234 ``Warning`` value as kube-apiserver writes it: ``299 - "text"``."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')

@@ -14,10 +14,48 @@ from aiohttp import StreamReader
 from shared.api import errors
 from shared.api import patch as patching
 from shared.api.rest import ResourceInfo
-from shared.bodies import JSON
+from shared.bodies import JSON, clone
 
 #: kube-apiserver's limit for JSON request bodies.
 MAX_BODY_BYTES = 3 * 1024 * 1024
+
+
+class _Pairs(dict[str, Any]):
+    """A decoded JSON object that remembers the keys it held more than once (the last value wins)."""
+
+    duplicates: list[str]
+
+
+def _pairs(items: list[tuple[str, Any]]) -> _Pairs:
+    out = _Pairs()
+    out.duplicates = []
+    for key, value in items:
+        if key in out and key not in out.duplicates:
+            out.duplicates.append(key)
+        out[key] = value
+    return out
+
+
+def duplicate_fields(value: Any, path: str = "") -> list[str]:
+    """The duplicated fields of a decoded body, named as kube's strict decoder names them
+    (``spec.replicas``), innermost objects first."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found += duplicate_fields(child, f"{path}.{key}" if path else key)
+        found += [f"{path}.{key}" if path else key for key in getattr(value, "duplicates", ())]
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += duplicate_fields(item, f"{path}[{index}]")
+    return found
+
+
+def json_duplicates(raw: bytes) -> list[str]:
+    """The duplicated fields of a JSON document (none when it does not parse: that is reported elsewhere)."""
+    try:
+        return duplicate_fields(json.loads(raw, object_pairs_hook=_pairs))
+    except (ValueError, UnicodeDecodeError):
+        return []
 
 
 class Body:
@@ -27,6 +65,8 @@ class Body:
         self._stream = stream
         self._declared = declared_length
         self._limit = limit
+        #: Fields a JSON body held twice (``fieldValidation`` decides what that means).
+        self.duplicates: list[str] = []
 
     async def read(self) -> bytes:
         """The raw bytes; 413 as soon as the declared or the actual size passes the limit."""
@@ -50,9 +90,11 @@ class Body:
             except ValueError as exc:
                 raise errors.bad_request(f"the request body is not valid YAML: {exc}") from exc
         try:
-            return json.loads(raw)
+            decoded = json.loads(raw, object_pairs_hook=_pairs)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
+        self.duplicates = duplicate_fields(decoded)
+        return clone(decoded) if self.duplicates else decoded  # plain dicts again
 
 
 def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None = None) -> JSON:

@@ -115,4 +115,5 @@ def write_options(raw: WriteQuery, options_kind: str, extra_dry_run: Iterable[ob
             "fieldValidation",
             f'Unsupported value: "{raw.field_validation}": supported values: "Ignore", "Strict", "Warn"',
         )
-    return WriteOptions(dry_run=dry_run, field_manager=manager)
+    return WriteOptions(dry_run=dry_run, field_manager=manager, manager=manager or "",
+                        field_validation=raw.field_validation)

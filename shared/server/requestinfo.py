@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from shared.api import errors, selectors, table
+from shared.api.fieldmanager import manager_from_user_agent
 from shared.api.patch import PatchType, patch_type
 from shared.api.rest import ListOptions, WriteOptions
 from shared.server.options import Query, WriteQuery, bool_param, options_invalid, parse_list_options, write_options
@@ -166,6 +167,8 @@ def _with_write_options(info: RequestInfo, query: Query, headers: Mapping[str, s
     content_type = headers.get("Content-Type", "")
     kind = patch_type(content_type) if info.verb == "patch" else None
     options = write_options(info.write_query, _OPTIONS_KINDS[info.verb])
+    if not options.manager:
+        options = replace(options, manager=manager_from_user_agent(headers.get("User-Agent", "")))
     if kind is None:
         return replace(info, write_options=options, body_media=_body_media(content_type))
     if kind is PatchType.APPLY and not options.field_manager:
@@ -176,6 +179,8 @@ def _with_write_options(info: RequestInfo, query: Query, headers: Mapping[str, s
         raise options_invalid(
             "PatchOptions", "force", "Forbidden: may not be specified for non-apply patch", "FieldValueForbidden"
         )
+    if kind is PatchType.APPLY:
+        options = replace(options, force=bool_param(query, "force"))
     return replace(info, write_options=options, patch_type=kind)
 
 

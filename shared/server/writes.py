@@ -1,14 +1,20 @@
 """``create``, ``update``, ``patch`` and ``delete``: the generic half of every write.
 
 Bodies are checked against the URL before a storage sees them; a patch is applied here, on the
-object as read, and written back with that object's resourceVersion so a concurrent writer causes a
+object as stored (the spec as written, never the defaulted read-back, so a patch writes no
+defaults), and written back with that object's resourceVersion so a concurrent writer causes a
 conflict (retried, as kube does) rather than a lost update; delete preconditions are checked here.
+Every create, update and patch is recorded in ``metadata.managedFields`` by
+:class:`shared.api.fieldmanager.FieldManager`, on the defaulted view of the object, so ownership is
+what a custom resource with the same schema records; an apply that conflicts is the 409 kube gives.
+Duplicate and unknown fields are handled per ``fieldValidation`` (:mod:`shared.server.fieldvalidation`).
 The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies and
 webhooks are sent back here as ``Warning`` headers.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Awaitable, Callable
@@ -18,10 +24,13 @@ from aiohttp import web
 
 from shared.api import errors
 from shared.api import patch as patching
+from shared.api.fieldmanager import FieldManager
 from shared.bodies import JSON
+from shared.schema.defaults import apply_defaults
 from shared.server.admission import collect_warnings, warning_header
-from shared.server.body import check_object
+from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
+from shared.server.fieldvalidation import known_fields, typed_config
 from shared.server.options import write_options
 from shared.server.responses import json_response, status_response
 
@@ -49,27 +58,76 @@ def _with_warnings(handler: Handler) -> Handler:
     return cast(Handler, handle)
 
 
+def _field_manager(call: Call) -> FieldManager:
+    info = call.storage.info
+    return FieldManager(info.schema, info.api_version)
+
+
+def _defaulted(call: Call, obj: JSON) -> JSON:
+    """The object as a custom resource would hold it: schema defaults filled in.  Field ownership is
+    computed on this view, so it is what a CRD with the same schema records."""
+    defaulted: JSON = apply_defaults(call.storage.info.schema, obj)
+    return defaulted
+
+
+def _with_managed_fields(obj: JSON, entries: list[JSON] | None) -> JSON:
+    out = {**obj, "metadata": {**(obj.get("metadata") or {}), "managedFields": entries or []}}
+    return out
+
+
 @_with_warnings
 async def create(call: Call) -> web.Response:
     body = check_object(await call.body.decode(call.info.body_media), call.storage.info, call.namespace)
-    return json_response(await call.storage.create(call.ctx, call.namespace, body, call.info.write_options), 201)
+    body = known_fields(call, body, duplicates=call.body.duplicates)
+    options = call.info.write_options
+    entries = _field_manager(call).update(None, _defaulted(call, body), options.manager)
+    return json_response(await call.storage.create(call.ctx, call.namespace, _with_managed_fields(body, entries),
+                                                   options), 201)
 
 
 @_with_warnings
-async def update(call: Call) -> web.Response:
+async def update(call: Call, conflict_retries: int = 0) -> web.Response:
+    """Replace the object, recording the writer's fields; with no resourceVersion stated, the
+    object read for that is the one replaced (re-read on a conflict)."""
     obj = await call.body.decode(call.info.body_media)
-    body = check_object(obj, call.storage.info, call.namespace, call.name)
-    return json_response(await call.storage.update(call.ctx, call.namespace, call.name, body, call.info.write_options))
+    body = known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
+                         duplicates=call.body.duplicates)
+    pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
+    options = call.info.write_options
+    for attempt in range(conflict_retries + 1):
+        stored = await call.storage.stored(call.ctx, call.namespace, call.name)
+        entries = _field_manager(call).update(_defaulted(call, stored), _defaulted(call, body), options.manager)
+        written = _with_managed_fields(body, entries)
+        if not pinned:
+            _pin(written, stored)
+        try:
+            return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
+        except errors.ApiError as err:
+            if err.code == 409 and err.reason == "Conflict" and not pinned and attempt < conflict_retries:
+                continue
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _pin(written: JSON, stored: JSON) -> None:
+    """Write exactly over what was read, so a concurrent writer causes a conflict, not a lost update."""
+    read_version = (stored.get("metadata") or {}).get("resourceVersion")
+    if read_version is not None:
+        written["metadata"]["resourceVersion"] = read_version
+    else:
+        written["metadata"].pop("resourceVersion", None)
 
 
 @_with_warnings
 async def patch(call: Call, conflict_retries: int) -> web.Response:
-    """Apply the patch to the object as read; re-read and re-apply on a conflict the client did not ask for."""
+    """Apply the patch to the object as stored; re-read and re-apply on a conflict the client did not ask for."""
     kind = call.info.patch_type
     assert kind is not None
-    doc = patching.decode_patch(kind, await call.body.read())
+    raw = await call.body.read()
+    doc = patching.decode_patch(kind, raw)
+    duplicates = json_duplicates(raw) if kind is patching.PatchType.MERGE else []
     if kind is patching.PatchType.APPLY:
-        check_object(doc, call.storage.info, call.namespace, call.name)
+        typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name))
     pinned = patching.states_resource_version(kind, doc)
     for attempt in range(conflict_retries + 1):
         last = attempt == conflict_retries
@@ -77,20 +135,24 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
         try:
             if current is None:
                 return await _create_applied(call, doc)
-            return await _update_patched(call, kind, current, doc, pinned)
+            return await _update_patched(call, kind, current, doc, pinned, duplicates)
         except errors.ApiError as err:
             created_meanwhile = current is None and err.reason == "AlreadyExists"
             modified_meanwhile = current is not None and err.code == 409 and err.reason == "Conflict" and not pinned
-            if (created_meanwhile or modified_meanwhile) and not last:
+            if (created_meanwhile or modified_meanwhile) and not last and not _is_apply_conflict(err):
                 continue  # apply onto theirs / re-read and re-apply, as kube does
             raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _is_apply_conflict(err: errors.ApiError) -> bool:
+    return any(c.get("reason") == "FieldManagerConflict" for c in err.details.get("causes") or [])
+
+
 async def _current(call: Call, kind: patching.PatchType) -> JSON | None:
-    """The object to patch; None when it does not exist and the patch is an apply (which then creates it)."""
+    """The object to patch, as stored; None when it does not exist and the patch is an apply (which then creates it)."""
     try:
-        return await call.storage.get(call.ctx, call.namespace, call.name)
+        return await call.storage.stored(call.ctx, call.namespace, call.name)
     except errors.ApiError as err:
         if err.code != 404 or kind is not patching.PatchType.APPLY:
             raise
@@ -98,21 +160,53 @@ async def _current(call: Call, kind: patching.PatchType) -> JSON | None:
 
 
 async def _create_applied(call: Call, doc: Any) -> web.Response:
-    created = check_object(patching.apply_patch(None, doc), call.storage.info, call.namespace, call.name)
-    return json_response(await call.storage.create(call.ctx, call.namespace, created, call.info.write_options), 201)
-
-
-async def _update_patched(call: Call, kind: patching.PatchType, current: JSON, doc: Any, pinned: bool) -> web.Response:
-    read_version = (current.get("metadata") or {}).get("resourceVersion")
-    patched = check_object(patching.apply(kind, current, doc), call.storage.info, call.namespace, call.name)
-    if not pinned:
-        # Update exactly what was read, so a concurrent writer causes a conflict, not a lost update.
-        if read_version is not None:
-            patched["metadata"]["resourceVersion"] = read_version
-        else:
-            patched["metadata"].pop("resourceVersion", None)
     options = call.info.write_options
-    return json_response(await call.storage.update(call.ctx, call.namespace, call.name, patched, options))
+    new, entries, _ = _field_manager(call).apply(None, doc, options.manager, options.force)
+    created = check_object(_with_managed_fields(new, entries), call.storage.info, call.namespace, call.name)
+    return json_response(await call.storage.create(call.ctx, call.namespace, created, options), 201)
+
+
+async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, doc: Any, pinned: bool,
+                         duplicates: list[str]) -> web.Response:
+    options = call.info.write_options
+    manager = _field_manager(call)
+    live = _defaulted(call, stored)
+    if kind is patching.PatchType.APPLY:
+        new, entries, _ = manager.apply(live, doc, options.manager, options.force)
+        # Only what the apply changed is written onto the stored object: defaults stay unwritten.
+        patched = patching.merge_patch(stored, patching.merge_diff(_bare(live), new))
+        if isinstance(doc.get("spec"), dict) and isinstance(patched.get("spec"), dict):
+            _pin_applied(patched["spec"], doc["spec"], new.get("spec") or {})
+        written = _with_managed_fields(patched, entries)
+    else:
+        patched = patching.apply(kind, stored, doc)
+        patched = check_object(patched, call.storage.info, call.namespace, call.name)
+        patched = known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)), duplicates)
+        entries_or_none = manager.update(live, _defaulted(call, patched), options.manager)
+        written = _with_managed_fields(patched, entries_or_none)
+    written = check_object(written, call.storage.info, call.namespace, call.name)
+    if not pinned:
+        _pin(written, stored)
+    return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
+
+
+def _pin_applied(target: JSON, applied: JSON, new: JSON) -> None:
+    """Write what the applier stated even where it equals a default the stored spec left out, so the
+    stored spec stays the spec as given (the defaulted view saw no change there)."""
+    for key, value in applied.items():
+        if key not in new:
+            continue
+        if isinstance(value, dict) and isinstance(new[key], dict):
+            child = target.setdefault(key, {})
+            if isinstance(child, dict):
+                _pin_applied(child, value, new[key])
+        elif key not in target:
+            target[key] = copy.deepcopy(new[key])
+
+
+def _bare(obj: JSON) -> JSON:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
 
 
 @_with_warnings

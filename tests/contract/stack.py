@@ -126,9 +126,6 @@ class Stack:
     #: Table columns: Tofu adds STATUS, PLAN and OUTPUTS (its plan/apply life cycle and outputs
     #: Secret), Helm has VERSION (the chart revision).
     columns: tuple[str, ...]
-    #: Tofu rejects top-level spec keys the schema does not declare: an undeclared variable would
-    #: fail the plan later.  Helm passes them to the chart as values, as cozystack does.
-    rejects_unknown_spec_keys: bool
     #: Tofu writes the spec *after* schema defaults onto the Terraform, so the module receives exactly
     #: what ``kubectl get`` shows; Helm writes the values as given (cozystack's behaviour: the chart
     #: has its own defaults, and a schema default changed later reaches every instance).
@@ -140,6 +137,8 @@ class Stack:
     written_spec: Callable[[JSON], JSON]
     #: The kind name of the backing object in the service's Event messages.
     backing_kind: str
+    #: The backing object's annotation that keeps the Application's managedFields (each stack owns its own).
+    managed_fields_annotation: str
 
     # ------------------------------------------------------------------ names and paths
 
@@ -181,8 +180,8 @@ STACKS = {
         definition_resource="applicationdefinitions.cozystack.io", definition=_helm_definition(),
         backing="helmreleases.helm.toolkit.fluxcd.io", backing_api="/apis/helm.toolkit.fluxcd.io/v2",
         backing_finalizer="finalizers.fluxcd.io", columns=("NAME", "READY", "AGE", "VERSION"),
-        rejects_unknown_spec_keys=False, writes_defaults=False, rollout=_helm_rollout, written_spec=_helm_spec,
-        backing_kind="HelmRelease",
+        writes_defaults=False, rollout=_helm_rollout, written_spec=_helm_spec,
+        backing_kind="HelmRelease", managed_fields_annotation="apps.cozystack.io/managed-fields",
     ),
     "tofu": Stack(
         name="tofu", service_fixture="tofu_service", group="tofu.apps.cozystack.io", namespace="contract-tofu",
@@ -190,8 +189,8 @@ STACKS = {
         backing="terraforms.infra.contrib.fluxcd.io", backing_api="/apis/infra.contrib.fluxcd.io/v1alpha2",
         backing_finalizer="finalizers.tf.contrib.fluxcd.io",
         columns=("NAME", "READY", "STATUS", "PLAN", "OUTPUTS", "AGE"),
-        rejects_unknown_spec_keys=True, writes_defaults=True, rollout=_tofu_rollout, written_spec=_tofu_spec,
-        backing_kind="Terraform",
+        writes_defaults=True, rollout=_tofu_rollout, written_spec=_tofu_spec,
+        backing_kind="Terraform", managed_fields_annotation="tofu.apps.cozystack.io/managed-fields",
     ),
 }
 

@@ -34,7 +34,10 @@ def test_labels_and_annotations_are_prefixed_onto_the_backing_object(contract: C
         "apps.cozystack.io/application.name": "labelled",
         "contract.example/origin": "definition",
     }
-    assert {k: v for k, v in meta["annotations"].items() if not k.endswith(LAST_APPLIED)} == {
+    annotations = dict(meta["annotations"])
+    managed = json.loads(annotations.pop(stack.managed_fields_annotation))  # never a user annotation
+    assert [(e["manager"], e["operation"]) for e in managed] == [("kubectl-client-side-apply", "Update")]
+    assert {k: v for k, v in annotations.items() if not k.endswith(LAST_APPLIED)} == {
         f"{USER_KEY_PREFIX}note": "hello", f"{USER_KEY_PREFIX}example.com/owner": "ops"}
 
 

@@ -76,7 +76,11 @@ def test_create_emits_helmrelease_exactly(helm: Cluster) -> None:
         "apps.cozystack.io/application.name": "orders",
         **load_fixture("postgres.yaml")["spec"]["release"].get("labels", {}),
     }
-    user_annotations = {k: v for k, v in meta.get("annotations", {}).items()
+    annotations = dict(meta.get("annotations", {}))
+    # The Application's managedFields, in the service's own annotation (client-side apply is an Update).
+    managed = json.loads(annotations.pop("apps.cozystack.io/managed-fields"))
+    assert [(e["manager"], e["operation"]) for e in managed] == [("kubectl-client-side-apply", "Update")]
+    user_annotations = {k: v for k, v in annotations.items()
                         if not k.startswith("apps.cozystack.io-kubectl.kubernetes.io")}
     assert user_annotations == {"apps.cozystack.io-note": "x"}
     chart_ref = load_fixture("postgres.yaml")["spec"]["release"]["chartRef"]

@@ -188,7 +188,9 @@ def test_vpc_emits_terraform_field_by_field(tofu: Cluster) -> None:
         "apps.cozystack.io/application.group": GROUP,
         "apps.cozystack.io/application.name": "net",
     }
-    assert user_annotations(obj) == {f"{USER}note": "x"}
+    managed = json.loads(user_annotations(obj).pop("tofu.apps.cozystack.io/managed-fields"))
+    assert [(e["manager"], e["operation"]) for e in managed] == [("kubectl-client-side-apply", "Update")]
+    assert {k: v for k, v in user_annotations(obj).items() if k.startswith(USER)} == {f"{USER}note": "x"}
     assert tfs["sourceRef"] == defn["sourceRef"]
     assert tfs["path"] == "./modules/vpc"
     assert tfs["interval"] == "10m" and tfs["retryInterval"] == "1m"
@@ -549,19 +551,26 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
     def merge(code: int, patch: Any) -> dict[str, Any]:
         return refused(code, "PATCH", victim, patch, "application/merge-patch+json")
 
-    # Unknown top-level keys: an undeclared variable would fail the plan later.
-    body = post(422, manifest("VPC", "unknown", {"region": "x", "vpcName": "y", "extra": 1}))
-    assert cause_fields(body) == {"spec.vpcName", "spec.extra"}
-    assert cause_fields(merge(422, {"spec": {"unknownKey": True}})) == {"spec.unknownKey"}
+    # Keys the schema does not declare never become variables: refused under Strict (kubectl's default);
+    # under Warn (the API's default) they are pruned as a CRD prunes them.
+    body = refused(400, "POST", f"{base}?fieldValidation=Strict",
+                   manifest("VPC", "unknown", {"region": "x", "vpcName": "y", "extra": 1}), "application/json")
+    assert 'unknown field "spec.extra"' in body["message"] and 'unknown field "spec.vpcName"' in body["message"]
+    body = refused(422, "PATCH", f"{victim}?fieldValidation=Strict", {"spec": {"unknownKey": True}},
+                   "application/merge-patch+json")
+    assert 'unknown field "spec.unknownKey"' in body["message"]
     # Schema violations, one cause per field (checked after defaulting).
     body = post(422, manifest("VPC", "schema", {"region": "", "cidrBlock": "nope", "flowLogs": "yes",
                                                 "subnets": [{"cidrBlock": "10.0.0.0/24"}]}))
     assert cause_fields(body) == {"spec.region", "spec.cidrBlock", "spec.flowLogs", "spec.subnets[0].availabilityZone"}
     assert cause_fields(post(422, manifest("VPC", "required", {}))) == {"spec.region"}
     assert cause_fields(merge(422, {"spec": {"tags": {"a": 1}}})) == {"spec.tags.a"}
-    # Reserved "_" keys and a spec that is not an object: 400.
-    assert "_internal" in post(400, manifest("VPC", "underscore", {"region": "x", "_internal": 1}))["message"]
-    merge(400, {"spec": {"_internal": 1}})
+    # Reserved "_" keys the schema does not declare are unknown fields (Strict: 400; a patch: 422), a spec
+    # that is not an object: 400.
+    assert "_internal" in refused(400, "POST", f"{base}?fieldValidation=Strict",
+                                  manifest("VPC", "underscore", {"region": "x", "_internal": 1}))["message"]
+    refused(422, "PATCH", f"{victim}?fieldValidation=Strict", {"spec": {"_internal": 1}},
+            "application/merge-patch+json")
     post(400, manifest("VPC", "notobj", "a string"))
     # Bad names: not a DNS-1035 label, or too long for prefix + name + "-tf-runner".
     for bad_name in ("Bad_Name", "9starts-with-digit", "x" * 50):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -86,45 +87,29 @@ def test_json_patch_errors(ops: Any, code: int) -> None:
     assert err.value.code == code
 
 
-def test_apply_patch_creates_when_missing() -> None:
-    applied = {
-        "apiVersion": "apps.example.io/v1",
-        "kind": "Thing",
-        "metadata": {"name": "a"},
-        "spec": {"x": 1},
-    }
-    result = patch.apply_patch(None, applied)
-    assert result == applied
-    assert result is not applied
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 4}}),
+        ({"a": [1, 2]}, {"a": [2]}),
+        ({"a": 1}, {"a": 1.0}),
+        ({"a": {"b": 1}}, {"a": "x"}),
+        ({"x": {"y": 1}}, {}),
+    ],
+)
+def test_merge_diff_is_the_patch_from_old_to_new(old: Any, new: Any) -> None:
+    diff = patch.merge_diff(old, new)
+    assert json.dumps(patch.merge_patch(old, diff), sort_keys=True) == json.dumps(new, sort_keys=True)
 
 
-def test_apply_patch_replaces_stated_fields_and_keeps_server_metadata() -> None:
-    applied = {
-        "apiVersion": "apps.example.io/v1",
-        "kind": "Thing",
-        "metadata": {"name": "a", "labels": {"new": "1"}},
-        "spec": {"size": 5},
-        "status": {"ready": False},
-    }
-    result = patch.apply_patch(copy.deepcopy(CURRENT), applied)
-    assert result["spec"] == {"size": 5}  # replaced, not merged
-    assert result["metadata"]["labels"] == {"new": "1"}
-    assert result["metadata"]["annotations"] == {"note": "x"}  # not stated: kept
-    assert result["metadata"]["resourceVersion"] == "7"
-    assert result["metadata"]["uid"] == "u-1"
-    assert result["status"] == {"ready": True}  # status is never taken from an apply
+def test_merge_diff_names_only_what_changed() -> None:
+    assert patch.merge_diff({"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 4}}) == {"b": {"c": 4, "d": None}}
+    assert patch.merge_diff({"a": {"b": 1}}, {"a": {"b": 1}}) == {}
 
 
-def test_apply_patch_without_spec_keeps_spec_and_empty_labels_clear() -> None:
-    applied = {"apiVersion": "apps.example.io/v1", "kind": "Thing", "metadata": {"name": "a", "labels": {}}}
-    result = patch.apply_patch(copy.deepcopy(CURRENT), applied)
-    assert result["spec"] == CURRENT["spec"]
-    assert "labels" not in result["metadata"]
-
-
-def test_apply_patch_stated_resource_version_is_kept_as_precondition() -> None:
-    applied = {"apiVersion": "v", "kind": "Thing", "metadata": {"name": "a", "resourceVersion": "3"}}
-    assert patch.apply_patch(copy.deepcopy(CURRENT), applied)["metadata"]["resourceVersion"] == "3"
+def test_apply_patches_belong_to_the_field_manager() -> None:
+    with pytest.raises(ValueError):
+        patch.apply(PatchType.APPLY, copy.deepcopy(CURRENT), {})
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,9 @@ class MemoryStorage:
             raise errors.not_found(GROUP, "things", name)
         return copy.deepcopy(obj)
 
+    async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+        return await self.get(ctx, namespace, name)
+
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
         await self._maybe_fail()
         self.list_options.append(options)
@@ -559,7 +562,8 @@ async def test_create(env: Env) -> None:
     created = await resp.json()
     assert created["metadata"]["namespace"] == "ns"  # filled from the URL
     assert env.storage.objects[("ns", "a")]["spec"] == {"size": 2}
-    assert env.storage.write_options[-1] == WriteOptions(dry_run=False, field_manager="kubectl-create")
+    assert env.storage.write_options[-1] == WriteOptions(dry_run=False, field_manager="kubectl-create",
+                                                                manager="kubectl-create")
 
 
 async def test_create_from_yaml(env: Env) -> None:
@@ -748,7 +752,7 @@ async def test_apply_patch_creates_then_replaces(env: Env) -> None:
     applied2 = json.dumps({**thing("a", 3), "metadata": {"name": "a", "labels": {"l": "v"}}})
     resp = await patch_call(env, "a", applied2, "application/apply-patch+yaml", "?fieldManager=flux&dryRun=All")
     assert resp.status == 200
-    assert env.storage.write_options[-1] == WriteOptions(dry_run=True, field_manager="flux")
+    assert env.storage.write_options[-1] == WriteOptions(dry_run=True, field_manager="flux", manager="flux")
     assert env.storage.objects[("ns", "a")]["spec"] == {"size": 2}
     resp = await patch_call(env, "a", applied2, "application/apply-patch+yaml", "?fieldManager=flux")
     assert resp.status == 200
@@ -759,10 +763,21 @@ async def test_apply_patch_creates_then_replaces(env: Env) -> None:
 
 async def test_apply_patch_lands_on_an_object_created_meanwhile(env: Env) -> None:
     env.storage.before_create = lambda: env.storage.seed("ns", thing("a", 1, labels={"theirs": "1"}))
-    resp = await patch_call(env, "a", json.dumps(thing("a", 5)), "application/apply-patch+yaml", "?fieldManager=m")
-    assert resp.status == 200, await resp.text()  # AlreadyExists, so applied onto theirs: an update
-    assert len(env.storage.updates) == 1
-    assert env.storage.objects[("ns", "a")]["spec"] == {"size": 5}
+    applied = {**thing("a", 5), "metadata": {"name": "a", "labels": {"mine": "1"}}}
+    resp = await patch_call(env, "a", json.dumps(applied), "application/apply-patch+yaml", "?fieldManager=m")
+    # AlreadyExists, so applied onto theirs; what they hold belongs to before-first-apply, as on kube.
+    body = await status_of(resp, 409, "Conflict")
+    assert body["message"] == ('Apply failed with 1 conflict: conflict with "before-first-apply" using '
+                               f'{GROUP}/{VERSION}: .spec.size')
+    resp = await patch_call(env, "a", json.dumps(applied), "application/apply-patch+yaml", "?fieldManager=m&force=1")
+    assert resp.status == 200, await resp.text()
+    stored = env.storage.objects[("ns", "a")]
+    assert stored["spec"] == {"size": 5}
+    assert stored["metadata"]["labels"] == {"theirs": "1", "mine": "1"}
+    owners = {e["manager"]: e["fieldsV1"] for e in stored["metadata"]["managedFields"]}
+    # The spec node itself stays before-first-apply's: only the field that changed was taken.
+    assert owners == {"before-first-apply": {"f:metadata": {"f:labels": {".": {}, "f:theirs": {}}}, "f:spec": {}},
+                      "m": {"f:metadata": {"f:labels": {"f:mine": {}}}, "f:spec": {"f:size": {}}}}
 
 
 async def test_apply_patch_requires_field_manager_and_matching_identity(env: Env) -> None:

@@ -167,7 +167,7 @@ def test_bad_read_options_wait_for_authorization(query: str, headers: dict[str, 
 
 def test_create_and_update_carry_validated_options_and_body_media() -> None:
     create = info_of("POST", COLLECTION, "dryRun=All&fieldManager=me", {"Content-Type": "application/yaml"})
-    assert create.write_options == WriteOptions(dry_run=True, field_manager="me")
+    assert create.write_options == WriteOptions(dry_run=True, field_manager="me", manager="me")
     assert create.body_media == "application/yaml"
     update = info_of("PUT", OBJECT, "", {"Content-Type": "application/json; charset=utf-8"})
     assert (update.write_options, update.body_media) == (WriteOptions(), "application/json")
