@@ -61,11 +61,14 @@ class DenyFirstPatches:
         self.names = names
         self.armed = False
         self.denied: Counter[str] = Counter()
+        #: Every name the webhook was asked about: shows when kube-apiserver has started calling it.
+        self.seen: set[str] = set()
         self._lock = threading.Lock()
 
     def review(self, request: dict[str, Any]) -> dict[str, Any]:
         name = request.get("name", "")
         with self._lock:
+            self.seen.add(name)
             deny = (self.armed and request.get("operation") == "UPDATE" and name in self.names
                     and self.denied[name] < REJECTIONS)
             if deny:
@@ -118,6 +121,19 @@ def _register(cluster: Cluster, hook: Webhook, stack: Stack, namespace: str) -> 
     return name
 
 
+def _wait_until_called(cluster: Cluster, hook: Webhook, backing: str, namespace: str, probe: str) -> None:
+    """kube-apiserver picks a new webhook configuration up a moment after it is written: until it calls the
+    webhook, the rollout's first patches would not be denied.  A server-side dry-run patch of an object the
+    webhook allows shows when it is in effect, without counting as a denial."""
+
+    def called() -> bool:
+        kubectl(cluster, "patch", backing, probe, "-n", namespace, "--dry-run=server", "--type=merge",
+                "-p", '{"metadata":{"annotations":{"tests.cozystack.io/probe":"x"}}}')
+        return probe in hook.policy.seen
+
+    wait_for(called, "kube-apiserver to call the webhook", timeout=60, interval=0.5)
+
+
 def _definition(stack: Stack, namespace: str, stem: str = "flaky") -> dict[str, Any]:
     defn = copy.deepcopy(load_fixture(stack.definition_fixture))
     singular = f"{stem}{namespace.split('-')[-1]}"
@@ -151,6 +167,7 @@ def test_rejected_rollout_is_retried_until_every_instance_has_it(
             "metadata": {"name": instance, "namespace": namespace}, "spec": SPECS[stack.service_fixture]}))
     hook = _register(control_plane, webhook, stack, namespace)
     try:
+        _wait_until_called(control_plane, webhook, backing, namespace, f"{prefix}{INSTANCES[0]}")
         webhook.policy.names = {f"{prefix}{i}" for i in DENIED}
         webhook.policy.armed = True
         changed = copy.deepcopy(defn)
