@@ -24,6 +24,7 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
+from shared.client.unchanged import unchanged
 
 from .build import build
 from .definition import ApplicationDefinition
@@ -220,10 +221,14 @@ class ApplicationStorage:
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
                                                      self._to_app(hr), self._to_app(existing)))
-        try:
-            updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
-        except ApiError as exc:
-            raise self._rename(exc, name) from exc
+        if unchanged(hr, existing):
+            updated = existing  # nothing to write: kube-apiserver would not write it either
+        else:
+            try:
+                updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr,
+                                                      dry_run=options.dry_run)
+            except ApiError as exc:
+                raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"

@@ -32,6 +32,7 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import GVR, ObjectClient
+from shared.client.unchanged import unchanged
 
 from . import plan
 from .approval import approved_plan
@@ -331,10 +332,14 @@ class ApplicationStorage:
         tf = build(self.definition, app_in, group=self.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
                                                      self._to_app(tf), self._to_app(existing)))
-        try:
-            updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
-        except ApiError as exc:
-            raise self._rename(exc, name) from exc
+        if unchanged(tf, existing):
+            updated = existing  # nothing to write: kube-apiserver would not write it either
+        else:
+            try:
+                updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf,
+                                                      dry_run=options.dry_run)
+            except ApiError as exc:
+                raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
         if options.dry_run:
             return app

@@ -53,6 +53,11 @@ async def create(call: Call) -> web.Response:
 async def update(call: Call) -> web.Response:
     obj = await call.body.decode(call.info.body_media)
     body = check_object(obj, call.storage.info, call.namespace, call.name)
+    if not body["metadata"].get("resourceVersion"):
+        # Custom resources allow no unconditional update; kube-apiserver says so once it found the object.
+        await call.storage.get(call.ctx, call.namespace, call.name)
+        raise errors.invalid(call.storage.info.group, call.storage.info.plural, call.name, [
+            errors.field_cause("metadata.resourceVersion", "Invalid value: 0: must be specified for an update")])
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, body, call.info.write_options))
 
 
@@ -63,7 +68,7 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
     assert kind is not None
     doc = patching.decode_patch(kind, await call.body.read())
     if kind is patching.PatchType.APPLY:
-        check_object(doc, call.storage.info, call.namespace, call.name)
+        check_object(doc, call.storage.info, call.namespace, call.name, applied=True)
     pinned = patching.states_resource_version(kind, doc)
     for attempt in range(conflict_retries + 1):
         last = attempt == conflict_retries

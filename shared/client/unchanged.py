@@ -1,0 +1,34 @@
+"""Whether a rebuilt backing object would change the live one: an update that changes nothing is not written.
+
+kube-apiserver skips an update whose stored bytes would not change, so a custom resource keeps its
+resourceVersion and no watch event is sent.  A backing object does not always round-trip to the same
+bytes (HelmRelease's CRD defaults ``status.observedGeneration`` when it is read, so the first replace
+after a create writes that default), which would bump the Application's resourceVersion and send a
+MODIFIED event where a CRD sends none.  Comparing what the service writes keeps the Application
+kind's no-op updates no-ops, whatever the backing CRD does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.bodies import JSON
+
+#: Metadata a storage writes on its backing object (the rest is the server's).
+_WRITTEN_METADATA = ("labels", "annotations", "finalizers", "ownerReferences")
+#: Top-level keys that are not the storage's to write.
+_NOT_WRITTEN = ("apiVersion", "kind", "metadata", "status")
+
+
+def unchanged(built: JSON, live: JSON) -> bool:
+    """True when replacing ``live`` with ``built`` would leave every field the storage writes as it is."""
+    content = {k for k in (*built, *live) if k not in _NOT_WRITTEN}
+    if any(built.get(k) != live.get(k) for k in content):
+        return False
+    built_meta: JSON = built.get("metadata") or {}
+    live_meta: JSON = live.get("metadata") or {}
+    return all(_empty_is_none(built_meta.get(k)) == _empty_is_none(live_meta.get(k)) for k in _WRITTEN_METADATA)
+
+
+def _empty_is_none(value: Any) -> Any:
+    return value or None
