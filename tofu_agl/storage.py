@@ -370,7 +370,7 @@ class ApplicationStorage:
         app = self._to_app(existing) or {}
         if not options.dry_run:
             await self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
-        return app
+        return errors.deleted(self.info.group, self.info.plural, name, existing["metadata"].get("uid"))
 
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:

@@ -2,8 +2,8 @@
 
 kube-apiserver skips an update whose stored bytes would not change, so a custom resource keeps its
 resourceVersion and no watch event is sent.  A backing object does not always round-trip to the same
-bytes (HelmRelease's CRD defaults ``status.observedGeneration`` when it is read, so the first replace
-after a create writes that default), which would bump the Application's resourceVersion and send a
+bytes (the HelmRelease and Terraform CRDs default ``status.observedGeneration`` when it is read, so
+the first replace after a create writes that default), which would bump the Application's resourceVersion and send a
 MODIFIED event where a CRD sends none.  Comparing what the service writes keeps the Application
 kind's no-op updates no-ops, whatever the backing CRD does.
 """
@@ -21,10 +21,21 @@ _NOT_WRITTEN = ("apiVersion", "kind", "metadata", "status")
 
 
 def unchanged(built: JSON, live: JSON) -> bool:
-    """True when replacing ``live`` with ``built`` would leave every field the storage writes as it is."""
+    """True when replacing ``live`` with ``built`` would leave every field the storage writes as it is.
+
+    A field of ``spec`` (or any other top-level object) that only the live object has is not the
+    storage's: its backing CRD defaulted it (Terraform's ``force``, ``parallelism``, ...) or another
+    client set it, and a write would keep or re-default it.  Every field the storage states must
+    equal the live one, whole.
+    """
     content = {k for k in (*built, *live) if k not in _NOT_WRITTEN}
-    if any(built.get(k) != live.get(k) for k in content):
-        return False
+    for key in content:
+        mine, theirs = built.get(key), live.get(key)
+        if isinstance(mine, dict) and isinstance(theirs, dict):
+            if any(field not in theirs or value != theirs[field] for field, value in mine.items()):
+                return False
+        elif mine != theirs:
+            return False
     built_meta: JSON = built.get("metadata") or {}
     live_meta: JSON = live.get("metadata") or {}
     return all(_empty_is_none(built_meta.get(k)) == _empty_is_none(live_meta.get(k)) for k in _WRITTEN_METADATA)

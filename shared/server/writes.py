@@ -144,13 +144,14 @@ async def _delete_options_body(call: Call) -> dict[str, Any]:
 async def _check_preconditions(call: Call, preconditions: dict[str, Any]) -> None:
     current = await call.storage.get(call.ctx, call.namespace, call.name)
     meta = current.get("metadata") or {}
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+    for key, label, why in (("uid", "UID", "deleted and then recreated"),
+                            ("resourceVersion", "ResourceVersion", "modified")):
         wanted = preconditions.get(key)
         if wanted and wanted != meta.get(key):
-            raise errors.conflict(
+            raise errors.conflict(  # kube-apiserver names the kind here, not the resource
                 call.storage.info.group,
-                call.storage.info.plural,
+                call.storage.info.kind,
                 call.name,
                 f"the {label} in the precondition ({wanted}) does not match the {label} in record "
-                f"({meta.get(key)}). The object might have been modified",
+                f"({meta.get(key)}). The object might have been {why}",
             )

@@ -79,7 +79,7 @@ def _side(world: World, resource: Any, namespace: str) -> Side:
     return Side(world.client, resource, namespace)
 
 
-def _new_namespace(world: World, served: Served) -> str:
+def new_namespace(world: World, served: Served) -> str:
     name = f"diff-{served.kind.plural}-{next(_namespaces)}"
     world.namespaces.create(body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
@@ -108,7 +108,7 @@ def _events(side: Side, since: str) -> list[JSON]:
 
 def compare(served: Served, ops: list[Operation], world: World) -> None:
     """Run ``ops`` on both sides of ``served``; fail at the first answer that differs."""
-    namespace = _new_namespace(world, served)
+    namespace = new_namespace(world, served)
     app, oracle = _side(world, served.application, namespace), _side(world, served.oracle, namespace)
     groups = (served.kind.group, str(served.oracle.group))
     app_tokens, oracle_tokens = Tokens(), Tokens()

@@ -559,10 +559,10 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
     assert cause_fields(body) == {"spec.region", "spec.cidrBlock", "spec.flowLogs", "spec.subnets[0].availabilityZone"}
     assert cause_fields(post(422, manifest("VPC", "required", {}))) == {"spec.region"}
     assert cause_fields(merge(422, {"spec": {"tags": {"a": 1}}})) == {"spec.tags.a"}
-    # Reserved "_" keys and a spec that is not an object: 400.
+    # Reserved "_" keys: 400; a spec that is not an object: 422, as for a custom resource.
     assert "_internal" in post(400, manifest("VPC", "underscore", {"region": "x", "_internal": 1}))["message"]
     merge(400, {"spec": {"_internal": 1}})
-    post(400, manifest("VPC", "notobj", "a string"))
+    assert cause_fields(post(422, manifest("VPC", "notobj", "a string"))) == {"spec"}
     # Bad names: not a DNS-1035 label, or too long for prefix + name + "-tf-runner".
     for bad_name in ("Bad_Name", "9starts-with-digit", "x" * 50):
         assert cause_fields(post(422, manifest("VPC", bad_name, {"region": "x"}))) == {"metadata.name"}, bad_name

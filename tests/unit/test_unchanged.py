@@ -19,6 +19,14 @@ def test_same_content_is_unchanged_whatever_the_server_fields() -> None:
     assert unchanged(built, LIVE)
 
 
+def test_fields_only_the_live_object_has_are_not_the_storages() -> None:
+    live = {**LIVE, "spec": {"values": {"a": 1}, "force": False, "parallelism": 0}}
+    built = {"metadata": {"name": "a", "labels": {"k": "v"}}, "spec": {"values": {"a": 1}}}
+    assert unchanged(built, live)
+    # ... but a field the storage states is compared whole: values it dropped are a change.
+    assert not unchanged({**built, "spec": {"values": {}}}, live)
+
+
 def test_any_written_field_that_differs_is_a_change() -> None:
     base = {"metadata": {"name": "a", "labels": {"k": "v"}}, "spec": {"values": {"a": 1}}}
     assert not unchanged({**base, "spec": {"values": {"a": 2}}}, LIVE)
