@@ -35,7 +35,7 @@ _COMMON: dict[str, Any] = {
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 }
 # Short: the same sequences on every run (derandomized), a few minutes for all kinds.
-settings.register_profile("differential-short", max_examples=30, derandomize=True, **_COMMON)
+settings.register_profile("differential-short", max_examples=40, derandomize=True, **_COMMON)
 # Long: new sequences each run; hypothesis prints the seed of a failure (``--hypothesis-seed`` replays it).
 settings.register_profile("differential-long", max_examples=int(os.environ.get(LONG_EXAMPLES_ENV, "750")),
                           derandomize=False, **_COMMON)
