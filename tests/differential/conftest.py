@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from localcluster.cluster import Cluster
 
 from tests.contract.stack import served
 from tests.differential.kinds import KINDS, ORACLE_GROUP, VERSION, Kind
-from tests.differential.runner import Served, World
+from tests.differential.runner import STATS, Served, World
 from tests.kube import Api, kubectl, wait_for
 
 #: The profile the differential tests run with: ``short`` in ``nox -s tests``, ``long`` in ``nox -s fuzz``.
@@ -61,7 +62,8 @@ def _serve(cluster: Cluster, kind: Kind) -> None:
 
 
 @pytest.fixture(scope="session")
-def world(request: pytest.FixtureRequest, control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory) -> World:
+def world(request: pytest.FixtureRequest, control_plane: Cluster,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """Both services running, every sample kind served and mirrored, and one DynamicClient for all."""
     for kind in KINDS.values():
         request.getfixturevalue(kind.service_fixture)
@@ -75,4 +77,8 @@ def world(request: pytest.FixtureRequest, control_plane: Cluster, tmp_path_facto
                     client.resources.get(api_version=f"{ORACLE_GROUP}/{VERSION}", kind=kind.name))
         for key, kind in KINDS.items()
     }
-    return World(control_plane, client, kinds, client.resources.get(api_version="v1", kind="Namespace"))
+    yield World(control_plane, client, kinds, client.resources.get(api_version="v1", kind="Namespace"))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"differential ({os.environ.get(PROFILE_ENV, 'short')} profile): "
+                            f"{STATS['sequences']} sequences compared, {STATS['requests']} requests on each side")

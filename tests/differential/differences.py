@@ -16,8 +16,11 @@ JSON = dict[str, Any]
 
 #: Server-side apply with real managedFields, field ownership and conflicts, and fieldValidation
 #: Strict/Warn/Ignore are being built separately (SPEC §4).  While this is False, sequences apply
-#: from one manager only (and only to objects that manager alone wrote), send no fieldValidation,
-#: and managedFields are not compared.  Turn it on when that work lands: the comparison is ready.
+#: from one manager only (and only to objects that manager alone wrote), send no fieldValidation and
+#: no undeclared fields, and managedFields are not compared.  Turn it on when that work lands: the
+#: sequences then apply from three managers with and without force onto any object, create and update
+#: with fieldValidation Strict/Warn/Ignore and an undeclared top-level field, and compare
+#: managedFields (manager, operation, fieldsV1) and warnings.
 FIELD_MANAGEMENT = False
 
 

@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError
 
+from tests.differential.differences import FIELD_MANAGEMENT
+
 JSON = dict[str, Any]
 
 DRY_RUN = "All"
@@ -118,6 +120,14 @@ def _dry(dry_run: bool) -> JSON:
     return {"dry_run": DRY_RUN} if dry_run else {}
 
 
+def _validation(body: JSON, field_validation: str | None, unknown: bool) -> JSON:
+    """Add an undeclared top-level field to ``body`` when ``unknown``; the query parameters that ask for
+    ``field_validation`` (the DynamicClient has no argument for it)."""
+    if unknown:
+        body["undeclared"] = 1
+    return {"query_params": [("fieldValidation", field_validation)]} if field_validation else {}
+
+
 class Operation:
     """A request of a sequence; ``writes`` is the name it may change (None for reads)."""
 
@@ -134,10 +144,14 @@ class Create(Operation):
     labels: JSON
     annotations: JSON
     dry_run: bool
+    #: fieldValidation and an undeclared field: generated only with FIELD_MANAGEMENT (see differences.py).
+    field_validation: str | None = None
+    unknown: bool = False
 
     def run(self, side: Side) -> Outcome:
-        return side.send("post", side.path(), side.manifest(self.name, self.spec, self.labels, self.annotations),
-                         **_dry(self.dry_run))
+        body = side.manifest(self.name, self.spec, self.labels, self.annotations)
+        query = _validation(body, self.field_validation, self.unknown)
+        return side.send("post", side.path(), body, **_dry(self.dry_run), **query)
 
 
 @dataclass(frozen=True)
@@ -157,6 +171,8 @@ class Update(Operation):
     labels: JSON
     version: str  # "current" | "none" | "stale"
     dry_run: bool
+    field_validation: str | None = None
+    unknown: bool = False
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, self.spec, self.labels)
@@ -164,7 +180,8 @@ class Update(Operation):
               "stale": side.stale_version(self.name)}[self.version]
         if rv:
             body["metadata"]["resourceVersion"] = rv
-        return side.send("put", side.path(self.name), body, **_dry(self.dry_run))
+        query = _validation(body, self.field_validation, self.unknown)
+        return side.send("put", side.path(self.name), body, **_dry(self.dry_run), **query)
 
 
 @dataclass(frozen=True)
@@ -202,6 +219,9 @@ class Apply(Operation):
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, self.spec, self.labels)
+        if not FIELD_MANAGEMENT:
+            # Labels stated even when empty: dropping a field by no longer applying it is field management.
+            body["metadata"]["labels"] = dict(self.labels)
         return side.send("patch", side.path(self.name), json.dumps(body), content_type="application/apply-patch+yaml",
                          field_manager=self.manager, force_conflicts=self.force or None, **_dry(self.dry_run))
 

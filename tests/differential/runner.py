@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,8 @@ from tests.differential.operations import Apply, Create, Delete, JsonPatch, Merg
 JSON = dict[str, Any]
 
 _namespaces = itertools.count(1)
+#: Sequences compared and requests sent (to each side) in this session, reported at its end.
+STATS: Counter[str] = Counter()
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ def compare(served: Served, ops: list[Operation], world: World) -> None:
         if not writers.allows(op):
             continue
         got, want = op.run(app), op.run(oracle)
+        STATS["requests"] += 1
         verb = type(op).__name__.lower()
         mine = _comparable(got, app_tokens, groups, verb, versions)
         theirs = _comparable(want, oracle_tokens, groups, verb, versions)
@@ -137,6 +141,7 @@ def compare(served: Served, ops: list[Operation], world: World) -> None:
     if not versions:
         events = without_repeats(events[0]), without_repeats(events[1])
     trail.append("  watch events")
+    STATS["sequences"] += 1
     assert events[0] == events[1], _report(served, namespace, trail, events[0], events[1])
 
 

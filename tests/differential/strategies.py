@@ -132,10 +132,14 @@ def operation(schema: JSON) -> st.SearchStrategy[Operation]:
     names = st.sampled_from(NAMES)
     spec = obj(schema)
     dry = st.booleans()
+    # fieldValidation and undeclared fields only once field management is built (differences.FIELD_MANAGEMENT).
+    validation = st.sampled_from((None, "Strict", "Warn", "Ignore")) if FIELD_MANAGEMENT else st.none()
+    unknown = st.booleans() if FIELD_MANAGEMENT else st.just(False)
     return st.one_of(
-        st.builds(Create, names, spec, labels(), annotations(), dry),
+        st.builds(Create, names, spec, labels(), annotations(), dry, validation, unknown),
         st.builds(Get, names),
-        st.builds(Update, names, spec, labels(), st.sampled_from(("current", "none", "stale")), dry),
+        st.builds(Update, names, spec, labels(), st.sampled_from(("current", "none", "stale")), dry, validation,
+                  unknown),
         st.builds(MergePatch, names,
                   st.fixed_dictionaries({}, optional={"spec": obj(schema, all_optional=True),
                                                       "metadata": st.fixed_dictionaries({"labels": _label_patch()})}),
