@@ -78,7 +78,10 @@ def world(request: pytest.FixtureRequest, control_plane: Cluster,
         for key, kind in KINDS.items()
     }
     yield World(control_plane, client, kinds, client.resources.get(api_version="v1", kind="Namespace"))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"differential ({os.environ.get(PROFILE_ENV, 'short')} profile): "
-                            f"{STATS['sequences']} sequences compared, {STATS['requests']} requests on each side")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if STATS["sequences"]:
+        terminalreporter.write_line(f"differential ({os.environ.get(PROFILE_ENV, 'short')} profile): "
+                                    f"{STATS['sequences']} sequences compared, {STATS['requests']} requests on "
+                                    "each side")
