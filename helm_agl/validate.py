@@ -47,7 +47,8 @@ def validate_application(
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        raise errors.invalid(group, defn.kind, name, [*meta_causes, not_an_object("spec", spec)])
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     reserved = sorted(k for k in spec if isinstance(k, str) and k.startswith("_"))
     if reserved:
         raise errors.bad_request(

@@ -49,7 +49,8 @@ def validate_application(
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        raise errors.invalid(group, defn.kind, name, [*meta_causes, not_an_object("spec", spec)])
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     underscored = sorted(k for k in spec if k.startswith("_"))
     if underscored:
         raise errors.bad_request(f"spec keys starting with '_' are reserved: {', '.join(underscored)}")

@@ -42,23 +42,17 @@ def test_no_server_errors(world: World, group: str) -> None:
         schema.as_strategy(schemathesis.GenerationMode.NEGATIVE, path_parameters={"namespace": NAMESPACE}),
         schema.as_strategy(schemathesis.GenerationMode.NEGATIVE),
     )
-    session = _session(api)
+    pki = api.cluster.pki_dir
+    session = requests.Session()
+    tls = {"verify": str(pki / "ca.crt"), "cert": (str(pki / "admin.crt"), str(pki / "admin.key"))}
     server = api.cluster.server
 
     @settings(max_examples=int(os.environ.get(LONG_EXAMPLES_ENV, "750")), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(case=cases)
     def check(case: Any) -> None:
-        response = case.call(base_url=server, session=session, timeout=30)
+        response = case.call(base_url=server, session=session, timeout=30, **tls)
         assert response.status_code < 500, (case.method, case.formatted_path, case.query, case.body,
                                             response.status_code, response.text[:2000])
 
     check()
-
-
-def _session(api: Api) -> Any:
-    pki = api.cluster.pki_dir
-    session = requests.Session()
-    session.verify = str(pki / "ca.crt")
-    session.cert = (str(pki / "admin.crt"), str(pki / "admin.key"))
-    return session
