@@ -583,7 +583,7 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
     # The generic cases, on the Tofu group.
     post(400, "{not json")
     post(400, manifest("VPC", "wrongversion", {"region": "x"}) | {"apiVersion": f"{GROUP}/v2"})
-    post(400, manifest("VPC", "wrongkind", {"region": "x"}) | {"kind": "Subnet"})
+    post(422, manifest("VPC", "wrongkind", {"region": "x"}) | {"kind": "Subnet"})  # as for a custom resource
     post(400, manifest("VPC", "otherns", {"region": "x"}, ns="elsewhere"))
     post(413, json.dumps(manifest("VPC", "big", {"region": "x" * (3 * 1024 * 1024 + 10)})))
     post(415, json.dumps(manifest("VPC", "plain", {"region": "x"})), content_type="text/plain")
