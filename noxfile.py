@@ -7,10 +7,13 @@
 - ``nox -s bench``  benchmarks of SPEC §8, reported as ratios
 - ``nox -s e2e``    kind-based end-to-end tier (skips where Docker/kind are missing)
 - ``nox -s docs``   regenerate docs/hybrid-path.md (the hybrid-path evidence, SPEC §9)
+- ``nox -s fuzz``   the differential tier's long profile (thousands of sequences) and schemathesis on both services
 """
 
 from __future__ import annotations
 
+import os
+import random
 import subprocess
 import time
 
@@ -88,6 +91,27 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".[test,bench]")
     session.run("python", "-m", "localcluster", "build")
     session.run("python", "-m", "tests.bench", "--out", "docs", *session.posargs)
+
+
+@nox.session(python="3.11")
+def fuzz(session: nox.Session) -> None:
+    """The differential tier's long profile: new request sequences every run (``-- --examples N`` per kind,
+    default 750) compared with a CRD, and schemathesis on each service's OpenAPI (no 5xx).  The seed is
+    printed first; ``AGL_FUZZ_SEED=<seed> nox -s fuzz`` replays a run."""
+    session.install("-e", ".[test,fuzz]")
+    args = list(session.posargs)
+    examples = "750"
+    if "--examples" in args:
+        at = args.index("--examples")
+        examples = args[at + 1]
+        del args[at : at + 2]
+    seed = os.environ.get("AGL_FUZZ_SEED") or str(random.randrange(2**32))
+    session.log("fuzz seed %s (AGL_FUZZ_SEED=%s replays this run)", seed, seed)
+    session.run("python", "-m", "localcluster", "build")
+    session.run("pytest", "-m", "differential", "-ra", "-p", "no:cacheprovider", f"--hypothesis-seed={seed}",
+                "tests/differential", *args,
+                env={"AGL_DIFFERENTIAL_PROFILE": "long", "AGL_DIFFERENTIAL_EXAMPLES": examples,
+                     "AGL_TEST_CLUSTER": os.environ.get("AGL_TEST_CLUSTER", "fuzz")})
 
 
 @nox.session(python="3.11")

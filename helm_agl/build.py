@@ -26,6 +26,7 @@ from typing import Any
 from shared.api.durations import go_duration
 from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON
+from shared.schema.defaults import without_nulls
 
 from .definition import HelmDefinitionView
 from .names import (
@@ -76,8 +77,10 @@ def build(
         hr_meta["annotations"] = annotations
     spec = app.get("spec")
     # Values are stored as given: defaults are applied on read, so a later schema default
-    # change reaches every instance without rewriting it.
-    values = copy.deepcopy(spec) if isinstance(spec, dict) else {}
+    # change reaches every instance without rewriting it.  Nulls the schema does not allow are
+    # dropped, as kube-apiserver drops them from a custom resource (to the chart a null would
+    # delete its own default).
+    values = without_nulls(defn.schema, spec) if isinstance(spec, dict) else {}
     hr: JSON = {"apiVersion": HR_API_VERSION, "kind": HR_KIND, "metadata": hr_meta,
                 "spec": _release_spec(defn, values)}
     if live is not None:

@@ -25,6 +25,7 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
+from shared.client.unchanged import unchanged
 
 from .build import build
 from .definition import ApplicationDefinition
@@ -258,10 +259,14 @@ class ApplicationStorage:
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
                                                      self._to_app(hr), old))
-        try:
-            updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr, dry_run=options.dry_run)
-        except ApiError as exc:
-            raise self._rename(exc, name) from exc
+        if unchanged(hr, existing):
+            updated = existing  # nothing to write: kube-apiserver would not write it either
+        else:
+            try:
+                updated = await self._releases.replace(namespace, hr["metadata"]["name"], hr,
+                                                      dry_run=options.dry_run)
+            except ApiError as exc:
+                raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"
@@ -284,7 +289,7 @@ class ApplicationStorage:
         app = self._to_app(existing) or {}
         if not options.dry_run:
             self._event(app, "Deleted", f"HelmRelease {namespace}/{existing['metadata']['name']} deleted")
-        return app
+        return errors.deleted(self.info.group, self.info.plural, name, existing["metadata"].get("uid"))
 
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:

@@ -14,6 +14,7 @@ from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error
 from shared.bodies import JSON
+from shared.schema.causes import not_an_object
 from shared.schema.defaults import apply_defaults
 from shared.schema.validation import validate
 
@@ -27,8 +28,8 @@ def validate_application(
 ) -> None:
     """Reject an Application that must not be written, raising the matching ApiError.
 
-    Order: metadata (422), spec not an object (400), top-level ``_`` keys (400, these are
-    reserved for values cozystack injects), then the schema, checked *after* defaulting so that a
+    Order: top-level ``_`` keys (400, these are reserved for values cozystack injects), then
+    metadata, a spec that is not an object and the schema together (422), checked *after* defaulting so that a
     property the user omitted but the schema defaults is not reported as missing (422, one cause
     per field path), then the schema's CEL rules (``x-kubernetes-validations``; on an update,
     transition rules compare with the spec read back from ``live``, the HelmRelease).  With
@@ -39,15 +40,15 @@ def validate_application(
     if not isinstance(meta, Mapping):
         raise errors.bad_request("metadata must be an object")
     name = str(meta.get("name") or "")
-    causes = _name_causes(defn, meta) if live is None else []
-    causes += _label_and_annotation_causes(meta)
-    if causes:
-        raise errors.invalid(group, defn.kind, name, causes)
+    # Metadata and spec causes are reported together, as kube-apiserver validates a custom resource.
+    meta_causes = _name_causes(defn, meta) if live is None else []
+    meta_causes += _label_and_annotation_causes(meta)
     spec = app.get("spec")
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        raise errors.bad_request(f"{defn.kind}.spec must be an object, not {_json_type(spec)}")
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     reserved = sorted(k for k in spec if isinstance(k, str) and k.startswith("_"))
     if reserved:
         raise errors.bad_request(
@@ -57,9 +58,10 @@ def validate_application(
     if schema:
         defaulted = apply_defaults(schema, spec)
         old = _stored_spec(defn, live, group) if live is not None else None
-        causes = validate_with_schema_causes(defn.rules, validate(schema, defaulted, path="spec"), defaulted, old)
-        if causes:
-            raise errors.invalid(group, defn.kind, name, causes)
+        meta_causes += validate_with_schema_causes(defn.rules, validate(schema, defaulted, path="spec"), defaulted,
+                                                   old)
+    if meta_causes:
+        raise errors.invalid(group, defn.kind, name, meta_causes)
 
 
 def _stored_spec(defn: HelmDefinitionView, live: Mapping[str, Any], group: str) -> JSON | None:
@@ -109,16 +111,3 @@ def _label_and_annotation_causes(meta: Mapping[str, Any]) -> list[Cause]:
             elif check_values and (value_error := selectors.label_value_error(value)) is not None:
                 causes.append(errors.field_cause(path, f"Invalid value: {value_error}"))
     return causes
-
-
-def _json_type(value: Any) -> str:
-    """How a 400 names the JSON type the user sent instead of an object."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "null" if value is None else type(value).__name__

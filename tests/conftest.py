@@ -35,7 +35,7 @@ def reference() -> Any:
 # ------------------------------------------------------------------ tiers that need the control plane
 
 #: Test directories whose tests need the local control plane, and the marker each gets.
-CLUSTER_TIERS = ("integration", "contract", "flux")
+CLUSTER_TIERS = ("integration", "contract", "differential", "flux")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

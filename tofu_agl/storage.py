@@ -33,6 +33,7 @@ from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
+from shared.client.unchanged import unchanged
 
 from . import plan
 from .approval import approved_plan
@@ -369,10 +370,14 @@ class ApplicationStorage:
         tf = build(self.definition, app_in, group=self.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
                                                      self._to_app(tf), old))
-        try:
-            updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf, dry_run=options.dry_run)
-        except ApiError as exc:
-            raise self._rename(exc, name) from exc
+        if unchanged(tf, existing):
+            updated = existing  # nothing to write: kube-apiserver would not write it either
+        else:
+            try:
+                updated = await self._terraforms.replace(namespace, tf["metadata"]["name"], tf,
+                                                      dry_run=options.dry_run)
+            except ApiError as exc:
+                raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
         if options.dry_run:
             return app
@@ -403,7 +408,7 @@ class ApplicationStorage:
         app = self._to_app(existing) or {}
         if not options.dry_run:
             self._event(app, "Deleted", f"Terraform {namespace}/{existing['metadata']['name']} deleted")
-        return app
+        return errors.deleted(self.info.group, self.info.plural, name, existing["metadata"].get("uid"))
 
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:

@@ -17,6 +17,7 @@ from shared.api import errors, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error, dns1123_subdomain_error
 from shared.bodies import JSON
+from shared.schema.causes import not_an_object
 from shared.schema.defaults import apply_defaults
 from shared.schema.validation import validate
 
@@ -32,8 +33,8 @@ def validate_application(
 ) -> None:
     """Reject an Application that cannot become a valid Terraform, raising the matching ApiError.
 
-    Order: metadata (422), spec not an object or with top-level ``_`` keys (400), then the spec
-    and the runner annotation (422, one cause per field path), then the approval (422).  With
+    Order: top-level ``_`` keys (400), then metadata, the spec and the runner annotation together
+    (422, one cause per field path; a spec that is not an object is one), then the approval (422).  With
     ``live`` (an update) the name is not checked: names are immutable, and an object that exists
     must stay editable even if the naming rules tightened since it was created.
     """
@@ -41,15 +42,15 @@ def validate_application(
     if not isinstance(meta, Mapping):
         raise errors.bad_request("metadata must be an object")
     name = str(meta.get("name") or "")
-    causes = _name_causes(defn, meta) if live is None else []
-    causes += _label_and_annotation_causes(meta)
-    if causes:
-        raise errors.invalid(group, defn.kind, name, causes)
+    # Metadata and spec causes are reported together, as kube-apiserver validates a custom resource.
+    meta_causes = _name_causes(defn, meta) if live is None else []
+    meta_causes += _label_and_annotation_causes(meta)
     spec = app.get("spec")
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        raise errors.bad_request(f"spec of {defn.kind} {name!r} must be an object, got {type(spec).__name__}")
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     underscored = sorted(k for k in spec if k.startswith("_"))
     if underscored:
         raise errors.bad_request(f"spec keys starting with '_' are reserved: {', '.join(underscored)}")
@@ -69,8 +70,8 @@ def validate_application(
     tf_vars, variable_causes = _variables(defn, defaulted)
     causes += variable_causes
     causes += _runner_service_account_causes(defn, meta)
-    if causes:
-        raise errors.invalid(group, defn.kind, name, causes)
+    if meta_causes or causes:
+        raise errors.invalid(group, defn.kind, name, meta_causes + causes)
     approval.check_approval(defn, app, live, group=group, tf_vars=tf_vars)
 
 
@@ -144,7 +145,8 @@ def _variables(defn: TofuDefinitionView, spec: JSON) -> tuple[list[JSON], list[C
 
 def _runner_service_account_causes(defn: TofuDefinitionView, meta: Mapping[str, Any]) -> list[Cause]:
     """The runner-service-account override needs the definition's consent and a valid name."""
-    runner_sa = (meta.get("annotations") or {}).get(RUNNER_SA_ANNOTATION)
+    annotations = meta.get("annotations")
+    runner_sa = annotations.get(RUNNER_SA_ANNOTATION) if isinstance(annotations, Mapping) else None
     if runner_sa is None:
         return []
     field = f"metadata.annotations[{RUNNER_SA_ANNOTATION}]"

@@ -60,6 +60,15 @@ def _details(group: str, kind: str, name: str | None) -> dict[str, Any]:
     return out
 
 
+def deleted(group: str, plural: str, name: str, uid: str | None) -> dict[str, Any]:
+    """The ``Success`` Status kube-apiserver answers a delete with when the object is gone at once
+    (not kept by finalizers): it names the object, not the backing one."""
+    details = _details(group, plural, name)
+    if uid:
+        details["uid"] = uid
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

@@ -67,6 +67,28 @@ def from_error(error: ValidationError, path: str) -> list[Cause]:
     ]
 
 
+def not_an_object(field: str, value: Any) -> Cause:
+    """The cause kube-apiserver gives for a custom resource whose ``field`` (``spec``) holds a non-object."""
+    kind = json_type(value)
+    return field_cause(field, f'Invalid value: "{kind}": {field} in body must be of type object: "{kind}"',
+                       "FieldValueTypeInvalid")
+
+
+def json_type(value: Any) -> str:
+    """The OpenAPI type name of a JSON value, as kube-apiserver's messages spell it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "null"
+
+
 def _describe(keyword: str, expected: Any, error: ValidationError) -> str:
     phrases = {
         "minimum": f"should be greater than or equal to {expected}",

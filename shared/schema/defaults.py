@@ -51,10 +51,61 @@ def without_added_defaults(original: Any, defaulted: Any, changed: Any) -> Any:
     return kept
 
 
+def without_nulls(schema: JSON, value: Any) -> Any:
+    """A copy of ``value`` without the nulls kube-apiserver prunes before defaulting: a declared
+    property (or map value) that is null and not ``nullable`` is as good as absent.  Recurses like
+    :func:`apply_defaults`; nulls the schema allows, and those in free-form values, are kept."""
+    return _without_nulls(schema, copy.deepcopy(value))
+
+
+def _without_nulls(schema: Any, value: Any) -> Any:
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        _drop_nulls(schema, value)
+        for key in value:
+            sub = _declared(schema, key)
+            if sub is not None:
+                value[key] = _without_nulls(sub, value[key])
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        value = [_without_nulls(schema["items"], item) for item in value]
+    return value
+
+
+def _declared(schema: JSON, key: str) -> JSON | None:
+    props = schema.get("properties")
+    if isinstance(props, dict) and isinstance(props.get(key), dict):
+        found: JSON = props[key]
+        return found
+    extra = schema.get("additionalProperties")
+    return extra if isinstance(extra, dict) else None
+
+
+def _drop_nulls(schema: JSON, value: JSON) -> None:
+    """Drop, in place, the keys of ``value`` whose null the schema does not allow."""
+    for key in [k for k, v in value.items() if v is None]:
+        sub = _declared(schema, key)
+        if sub is not None and not _nullable(sub) and not _free_form(sub):
+            del value[key]
+
+
+def _nullable(schema: JSON) -> bool:
+    """OpenAPI's ``nullable``, or the JSON Schema spellings a definition may use (a type list, a null branch)."""
+    kind = schema.get("type")
+    branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key) or [] if isinstance(b, dict)]
+    return (schema.get("nullable") is True or (isinstance(kind, list) and "null" in kind) or kind == "null"
+            or any(b.get("type") == "null" for b in branches))
+
+
+def _free_form(schema: JSON) -> bool:
+    return schema.get("x-kubernetes-preserve-unknown-fields") is True and "type" not in schema
+
+
 def _default(schema: Any, value: Any) -> Any:
     if not isinstance(schema, dict):
         return value
     if isinstance(value, dict):
+        _drop_nulls(schema, value)
         props = schema.get("properties")
         if isinstance(props, dict):
             for key, sub in props.items():

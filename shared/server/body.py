@@ -97,11 +97,14 @@ class Body:
         return clone(decoded) if self.duplicates else decoded  # plain dicts again
 
 
-def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None = None) -> JSON:
+def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None = None, *,
+                 applied: bool = False) -> JSON:
     """Generic checks of a body: an object of this apiVersion/kind, in the URL's namespace.
 
     Sets ``metadata.namespace`` to the URL namespace, so storages always see it.  With ``name``,
-    the body's name must equal it (PUT and PATCH).
+    the body's name must equal it (PUT and PATCH).  Another kind is refused as kube-apiserver refuses
+    it for a custom resource: an apply patch (``applied``) cannot even be decoded (400), any other
+    body fails validation (422 naming that kind).
     """
     if not isinstance(obj, dict):
         raise errors.bad_request("the request body must be a JSON or YAML object")
@@ -112,13 +115,19 @@ def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None 
             f"({info.api_version})"
         )
     kind = obj.get("kind")
-    if kind != info.kind:
-        raise errors.bad_request(f"the kind in the data ({kind or ''}) does not match the expected kind ({info.kind})")
+    if not kind:
+        raise errors.bad_request(f"the object provided is unrecognized (must be of type {info.kind}): "
+                                 "Object 'Kind' is missing")
     meta = obj.get("metadata")
     if meta is None:
         meta = obj["metadata"] = {}
     if not isinstance(meta, dict):
         raise errors.bad_request("metadata must be an object")
+    if kind != info.kind and applied:
+        raise errors.bad_request(f"invalid object type: {api_version}, Kind={kind}")
+    if kind != info.kind:
+        raise errors.invalid(info.group, str(kind), str(meta.get("name") or ""),
+                             [errors.field_cause("kind", f'Invalid value: "{kind}": must be {info.kind}')])
     body_ns = meta.get("namespace")
     if body_ns not in (None, "") and body_ns != namespace:
         raise errors.bad_request(

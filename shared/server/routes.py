@@ -190,7 +190,7 @@ class Routes:
         if verb == "create":
             return await writes.create(call)
         if verb == "update":
-            return await writes.update(call, self._limits.conflict_retries)
+            return await writes.update(call)
         if verb == "patch":
             return await writes.patch(call, self._limits.conflict_retries)
         return await writes.delete(call)

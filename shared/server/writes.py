@@ -86,36 +86,21 @@ async def create(call: Call) -> web.Response:
 
 
 @_with_warnings
-async def update(call: Call, conflict_retries: int = 0) -> web.Response:
-    """Replace the object, recording the writer's fields; with no resourceVersion stated, the
-    object read for that is the one replaced (re-read on a conflict)."""
+async def update(call: Call) -> web.Response:
+    """Replace the object, recording the writer's fields.  The body must state the resourceVersion it
+    replaces: custom resources allow no unconditional update, so neither do the kinds served here."""
     obj = await call.body.decode(call.info.body_media)
     body = known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
                          duplicates=call.body.duplicates)
-    pinned = bool((body.get("metadata") or {}).get("resourceVersion"))
     options = call.info.write_options
-    for attempt in range(conflict_retries + 1):
-        stored = await call.storage.stored(call.ctx, call.namespace, call.name)
-        entries = _field_manager(call).update(_defaulted(call, stored), _defaulted(call, body), options.manager)
-        written = _with_managed_fields(body, entries)
-        if not pinned:
-            _pin(written, stored)
-        try:
-            return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
-        except errors.ApiError as err:
-            if err.code == 409 and err.reason == "Conflict" and not pinned and attempt < conflict_retries:
-                continue
-            raise
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _pin(written: JSON, stored: JSON) -> None:
-    """Write exactly over what was read, so a concurrent writer causes a conflict, not a lost update."""
-    read_version = (stored.get("metadata") or {}).get("resourceVersion")
-    if read_version is not None:
-        written["metadata"]["resourceVersion"] = read_version
-    else:
-        written["metadata"].pop("resourceVersion", None)
+    stored = await call.storage.stored(call.ctx, call.namespace, call.name)
+    if not body["metadata"].get("resourceVersion"):
+        # Custom resources allow no unconditional update; kube-apiserver says so once it found the object.
+        raise errors.invalid(call.storage.info.group, call.storage.info.plural, call.name, [
+            errors.field_cause("metadata.resourceVersion", "Invalid value: 0: must be specified for an update")])
+    entries = _field_manager(call).update(_defaulted(call, stored), _defaulted(call, body), options.manager)
+    written = _with_managed_fields(body, entries)
+    return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
 
 
 @_with_warnings
@@ -127,7 +112,7 @@ async def patch(call: Call, conflict_retries: int) -> web.Response:
     doc = patching.decode_patch(kind, raw)
     duplicates = json_duplicates(raw) if kind is patching.PatchType.MERGE else []
     if kind is patching.PatchType.APPLY:
-        typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name))
+        typed_config(call, check_object(doc, call.storage.info, call.namespace, call.name, applied=True))
     pinned = patching.states_resource_version(kind, doc)
     for attempt in range(conflict_retries + 1):
         last = attempt == conflict_retries
@@ -190,6 +175,15 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
 
 
+def _pin(written: JSON, stored: JSON) -> None:
+    """Write exactly over what was read, so a concurrent writer causes a conflict, not a lost update."""
+    read_version = (stored.get("metadata") or {}).get("resourceVersion")
+    if read_version is not None:
+        written["metadata"]["resourceVersion"] = read_version
+    else:
+        written["metadata"].pop("resourceVersion", None)
+
+
 def _pin_applied(target: JSON, applied: JSON, new: JSON) -> None:
     """Write what the applier stated even where it equals a default the stored spec left out, so the
     stored spec stays the spec as given (the defaulted view saw no change there)."""
@@ -239,13 +233,14 @@ async def _delete_options_body(call: Call) -> dict[str, Any]:
 async def _check_preconditions(call: Call, preconditions: dict[str, Any]) -> None:
     current = await call.storage.get(call.ctx, call.namespace, call.name)
     meta = current.get("metadata") or {}
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+    for key, label, why in (("uid", "UID", "deleted and then recreated"),
+                            ("resourceVersion", "ResourceVersion", "modified")):
         wanted = preconditions.get(key)
         if wanted and wanted != meta.get(key):
-            raise errors.conflict(
+            raise errors.conflict(  # kube-apiserver names the kind here, not the resource
                 call.storage.info.group,
-                call.storage.info.plural,
+                call.storage.info.kind,
                 call.name,
                 f"the {label} in the precondition ({wanted}) does not match the {label} in record "
-                f"({meta.get(key)}). The object might have been modified",
+                f"({meta.get(key)}). The object might have been {why}",
             )

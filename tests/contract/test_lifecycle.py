@@ -32,6 +32,8 @@ def test_delete_answers_200_and_removes_both(contract: Contract, stack: Stack) -
     contract.apply("gone", {"size": 1})
     code, body = contract.api.request("DELETE", stack.path("gone"))
     assert code == 200, body
+    # Gone at once (no finalizer): a Success Status naming the Application, as for a custom resource.
+    assert (body["kind"], body["status"], body["details"]["name"]) == ("Status", "Success", "gone"), body
     assert contract.backing("gone") is None
     code, body = contract.api.request("GET", stack.path("gone"))
     assert code == 404 and body["reason"] == "NotFound", body

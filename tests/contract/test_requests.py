@@ -48,8 +48,10 @@ def test_underscore_keys_are_400(contract: Contract, stack: Stack) -> None:
     assert code == 200 and "_internal" not in stack.written_spec(contract.backing("underscored") or {})
 
 
-def test_spec_that_is_not_an_object_is_400(contract: Contract, stack: Stack) -> None:
-    contract.refused("POST", stack.collection, stack.manifest("notobject", "a string"), 400, "BadRequest")
+def test_spec_that_is_not_an_object_is_422(contract: Contract, stack: Stack) -> None:
+    # As kube-apiserver answers for a custom resource.
+    status = contract.refused("POST", stack.collection, stack.manifest("notobject", "a string"), 422, "Invalid")
+    assert cause_fields(status) == {"spec"}
 
 
 def test_schema_violations_are_422_with_one_cause_per_field(contract: Contract, stack: Stack) -> None:
@@ -108,7 +110,7 @@ def test_generic_bad_bodies(contract: Contract, stack: Stack) -> None:
     post = stack.collection
     contract.refused("POST", post, '{"apiVersion": "x", "kind": ', 400, "BadRequest")
     contract.refused("POST", post, stack.manifest("wrongversion") | {"apiVersion": f"{stack.group}/v2"}, 400)
-    contract.refused("POST", post, stack.manifest("wrongkind") | {"kind": "Other"}, 400)
+    contract.refused("POST", post, stack.manifest("wrongkind") | {"kind": "Other"}, 422, "Invalid")
     other = stack.manifest("otherns")
     other["metadata"]["namespace"] = "elsewhere"
     contract.refused("POST", post, other, 400, "BadRequest")

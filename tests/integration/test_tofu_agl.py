@@ -571,7 +571,7 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
                                   manifest("VPC", "underscore", {"region": "x", "_internal": 1}))["message"]
     refused(422, "PATCH", f"{victim}?fieldValidation=Strict", {"spec": {"_internal": 1}},
             "application/merge-patch+json")
-    post(400, manifest("VPC", "notobj", "a string"))
+    assert cause_fields(post(422, manifest("VPC", "notobj", "a string"))) == {"spec"}
     # Bad names: not a DNS-1035 label, or too long for prefix + name + "-tf-runner".
     for bad_name in ("Bad_Name", "9starts-with-digit", "x" * 50):
         assert cause_fields(post(422, manifest("VPC", bad_name, {"region": "x"}))) == {"metadata.name"}, bad_name
@@ -592,7 +592,7 @@ def test_bad_inputs_change_nothing(tofu: Cluster, api: Api) -> None:
     # The generic cases, on the Tofu group.
     post(400, "{not json")
     post(400, manifest("VPC", "wrongversion", {"region": "x"}) | {"apiVersion": f"{GROUP}/v2"})
-    post(400, manifest("VPC", "wrongkind", {"region": "x"}) | {"kind": "Subnet"})
+    post(422, manifest("VPC", "wrongkind", {"region": "x"}) | {"kind": "Subnet"})  # as for a custom resource
     post(400, manifest("VPC", "otherns", {"region": "x"}, ns="elsewhere"))
     post(413, json.dumps(manifest("VPC", "big", {"region": "x" * (3 * 1024 * 1024 + 10)})))
     post(415, json.dumps(manifest("VPC", "plain", {"region": "x"})), content_type="text/plain")

@@ -180,6 +180,12 @@ def test_values_are_the_spec_as_given_without_defaults() -> None:
     assert app == before  # the input is never shared or mutated
 
 
+def test_nulls_the_schema_forbids_are_not_given_to_the_chart() -> None:
+    """As a CRD drops them (found by the differential tier); to Helm a null would delete the chart's default."""
+    values = build(DEFN, make_app(spec={"replicas": None, "users": {"app": {"readonly": None}}}), group=GROUP)
+    assert values["spec"]["values"] == {"users": {"app": {}}}
+
+
 @pytest.mark.parametrize("spec", [None, {}])
 def test_empty_spec_becomes_empty_values(spec: JSON | None) -> None:
     assert build(DEFN, make_app(spec=spec), group=GROUP)["spec"]["values"] == {}

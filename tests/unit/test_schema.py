@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.schema.defaults import apply_defaults
+from shared.schema.defaults import apply_defaults, without_nulls
 from shared.schema.structural import structural
 from shared.schema.validation import parse_schema, schema_error, validate
 
@@ -166,6 +166,17 @@ def test_apply_defaults_null_handling() -> None:
     out = apply_defaults(SCHEMA, {"name": "x", "replicas": None, "note": None})
     assert out["replicas"] == 2  # null on a non-nullable field is defaulted
     assert out["note"] is None  # nullable keeps the explicit null
+
+
+def test_nulls_the_schema_does_not_allow_are_dropped_as_kube_does() -> None:
+    """Found by the differential tier: a CRD drops a non-nullable null (then defaults it); a
+    nullable one and nulls inside free-form values are kept."""
+    value = {"name": None, "replicas": None, "note": None, "users": {"alice": {"admin": None}, "bob": None},
+             "items": [{"id": "a", "weight": None}]}
+    assert without_nulls(SCHEMA, value) == {"note": None, "users": {"alice": {}}, "items": [{"id": "a"}]}
+    assert "name" not in apply_defaults(SCHEMA, {"name": None})  # no default: dropped, not kept as null
+    assert without_nulls({"type": "object", "x-kubernetes-preserve-unknown-fields": True}, {"a": None}) == {"a": None}
+    assert without_nulls({"properties": {"a": {"type": ["string", "null"]}}}, {"a": None}) == {"a": None}
 
 
 def test_apply_defaults_non_objects_pass_through() -> None:

@@ -40,7 +40,7 @@ def test_name_length_leaves_room_for_prefix_and_runner_suffix() -> None:
 def test_spec_must_be_object() -> None:
     with pytest.raises(ApiError) as exc:
         validate_application(Defn(), app(spec=["x"]), group=GROUP)
-    assert exc.value.code == 400
+    assert (exc.value.code, exc.value.reason) == (422, "Invalid")  # as for a custom resource
 
 
 def test_underscore_keys_rejected() -> None:

@@ -595,7 +595,8 @@ async def test_dry_run_passes_through(env: Env) -> None:
         (b"a: [x", "application/yaml", "not valid YAML"),
         (b"[1, 2]", "application/json", "must be a JSON or YAML object"),
         (json.dumps({**thing("a"), "apiVersion": "other.io/v1"}).encode(), "application/json", "API version"),
-        (json.dumps({**thing("a"), "kind": "Other"}).encode(), "application/json", "kind in the data"),
+        (json.dumps({k: v for k, v in thing("a").items() if k != "kind"}).encode(), "application/json",
+         "Object 'Kind' is missing"),
         (
             json.dumps(thing("a", namespace="elsewhere")).encode(),
             "application/json",
@@ -614,6 +615,15 @@ async def test_create_rejects_bad_bodies(env: Env, body: bytes, content_type: st
     assert message in got["message"]
     assert env.storage.objects == {}
     assert env.storage.write_options == []
+
+
+async def test_create_of_another_kind_is_invalid(env: Env) -> None:
+    """As for a custom resource: the body decodes, and validation refuses the kind (422 naming it)."""
+    resp = await env.call("POST", f"{BASE}/namespaces/ns/things", json={**thing("a"), "kind": "Other"})
+    got = await status_of(resp, 422, "Invalid")
+    assert got["details"]["kind"] == "Other"
+    assert [(c["reason"], c["field"]) for c in got["details"]["causes"]] == [("FieldValueInvalid", "kind")]
+    assert env.storage.objects == {}
 
 
 async def test_unsupported_content_type_is_415(env: Env) -> None:
@@ -737,7 +747,7 @@ async def test_patch_errors(env: Env) -> None:
     renamed = await patch_call(env, "a", {"metadata": {"name": "b"}}, "application/merge-patch+json")
     await status_of(renamed, 400, "BadRequest")
     rekinded = await patch_call(env, "a", {"kind": "Other"}, "application/merge-patch+json")
-    await status_of(rekinded, 400, "BadRequest")
+    await status_of(rekinded, 422, "Invalid")  # as kube-apiserver answers for a custom resource
     force = await patch_call(env, "a", {}, "application/merge-patch+json", "?force=true")
     await status_of(force, 422, "Invalid")
     assert env.storage.updates == []

@@ -1,0 +1,156 @@
+"""What the differential tier compares, and every difference it tolerates, each listed once with its reason.
+
+Normalising keeps only what must differ between an Application and a custom resource: the values of
+uids and resourceVersions (replaced by the order in which each side first showed them, so "this
+write changed the resourceVersion" is still compared), timestamps (present or not), the group in
+``apiVersion`` and in Status details, and the rows of :data:`INTENTIONAL`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON = dict[str, Any]
+
+#: Server-side apply with real managedFields, field ownership and conflicts, and fieldValidation
+#: Strict/Warn/Ignore are being built separately (SPEC §4).  While this is False, sequences apply
+#: from one manager only (and only to objects that manager alone wrote), send no fieldValidation and
+#: no undeclared fields, and managedFields are not compared.  Turn it on when that work lands: the
+#: sequences then apply from three managers with and without force onto any object, create and update
+#: with fieldValidation Strict/Warn/Ignore and an undeclared top-level field, and compare
+#: managedFields (manager, operation, fieldsV1) and warnings.
+FIELD_MANAGEMENT = False
+
+
+@dataclass(frozen=True)
+class Difference:
+    reason: str
+    #: Where the tier applies it (a normalisation, or requests it does not generate).
+    how: str
+
+
+#: Every deliberate difference between an Application kind and a CRD with the same schema.
+INTENTIONAL: dict[str, Difference] = {
+    "status": Difference(
+        "An Application's status is projected from the backing object (HelmRelease/Terraform conditions), "
+        "not stored; the oracle's is whatever its clients write.",
+        "status is dropped from both sides' objects"),
+    "names": Difference(
+        "Application names are DNS-1035 labels of at most 53 - len(prefix) characters (the backing object's "
+        "name and, for Tofu, `<name>-tf-runner` must stay valid); a custom resource's are DNS-1123 subdomains "
+        "of up to 253.",
+        "sequences use short label-shaped names (strategies.NAMES); the invalid name tried is invalid on both"),
+    "long-metadata-keys": Difference(
+        "User labels and annotations are stored on the backing object under `apps.cozystack.io-<key>`, so a "
+        "key whose name part is close to 63 characters is refused there (cozystack's scheme).",
+        "label and annotation keys are short (strategies.LABEL_KEYS)"),
+    "underscore-keys": Difference(
+        "Top-level spec keys starting with `_` are refused (400) as cozystack refuses them: the platform "
+        "injects such values; a CRD prunes undeclared keys.",
+        "only declared spec keys are generated"),
+    "unknown-spec-keys": Difference(
+        "Undeclared spec keys: helm_agl hands them to the chart as values (cozystack's behaviour), tofu_agl "
+        "refuses them (422: an undeclared variable would fail the plan); a CRD prunes them with a warning.",
+        "only declared spec keys are generated"),
+    "values-as-given": Difference(
+        "helm_agl writes the spec onto the HelmRelease as given, without defaults (cozystack's behaviour: the "
+        "chart has its own defaults, and a schema default changed later reaches every instance); a CRD stores "
+        "the defaulted spec.  A write that only states or drops values equal to their defaults changes the "
+        "HelmRelease (generation, resourceVersion, a MODIFIED event) and not the CRD.",
+        "for Helm kinds (Kind.spec_as_given) generation and resourceVersion are not compared, and a MODIFIED "
+        "event that repeats the object's previous state is dropped; test_a_no_op_update_writes_nothing[redis] checks "
+        "the no-op update on a Helm kind directly"),
+    "null-spec": Difference(
+        "An Application always has a spec (its backing object holds one, defaulted on read); a custom resource "
+        "created with `spec: null` has none.",
+        "specs are always objects in generated bodies (a non-object spec is refused the same way on both)"),
+    "managed-fields": Difference(
+        "Field management (SPEC §4) is not built yet: see FIELD_MANAGEMENT.",
+        "metadata.managedFields dropped from both sides while FIELD_MANAGEMENT is False"),
+}
+
+
+@dataclass
+class Tokens:
+    """Replaces each uid/resourceVersion value with the order in which one side first showed it."""
+
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, kind: str, raw: Any) -> str:
+        key = f"{kind}:{raw}"
+        if key not in self.seen:
+            self.seen[key] = f"<{kind}{sum(1 for k in self.seen if k.startswith(kind + ':')) + 1}>"
+        return self.seen[key]
+
+
+def normalise_object(obj: Any, tokens: Tokens, *, versions: bool = True) -> Any:
+    """The comparable part of one object: identity, metadata that clients see, spec.  Without
+    ``versions`` (INTENTIONAL["values-as-given"]) generation and resourceVersion are left out."""
+    if not isinstance(obj, dict):
+        return obj
+    meta = obj.get("metadata") or {}
+    out_meta: JSON = {k: meta[k] for k in ("name", "namespace") if k in meta}
+    if versions and "generation" in meta:
+        out_meta["generation"] = meta["generation"]
+    for key in ("labels", "annotations", "finalizers"):
+        if meta.get(key):
+            out_meta[key] = meta[key]
+    if meta.get("uid"):
+        out_meta["uid"] = tokens("uid", meta["uid"])
+    if meta.get("resourceVersion") and versions:
+        out_meta["resourceVersion"] = tokens("rv", meta["resourceVersion"])
+    for key in ("creationTimestamp", "deletionTimestamp"):
+        if meta.get(key):
+            out_meta[key] = "<set>"
+    if FIELD_MANAGEMENT and meta.get("managedFields"):
+        out_meta["managedFields"] = [
+            {k: m.get(k) for k in ("manager", "operation", "fieldsType", "fieldsV1", "subresource") if k in m}
+            for m in meta["managedFields"]
+        ]
+    out: JSON = {"kind": obj.get("kind"), "metadata": out_meta}
+    if "spec" in obj:
+        out["spec"] = copy.deepcopy(obj["spec"])
+    return out
+
+
+def normalise_status(status: JSON, groups: tuple[str, str]) -> JSON:
+    """The comparable part of a Status: code, reason, and the causes' type and field; the name and
+    kind in details.  Messages are worded by each server and left out."""
+    details = status.get("details") or {}
+    causes = sorted(
+        (str(c.get("reason", "")), str(c.get("field", ""))) for c in details.get("causes") or []
+    )
+    out: JSON = {"code": status.get("code"), "reason": status.get("reason"), "status": status.get("status")}
+    if details.get("name"):
+        out["name"] = details["name"]
+    if details.get("kind"):
+        out["kind"] = details["kind"]
+    if details.get("group"):
+        out["group"] = "<group>" if details["group"] in groups else details["group"]
+    if causes:
+        out["causes"] = causes
+    return out
+
+
+def normalise_body(body: Any, tokens: Tokens, groups: tuple[str, str], *, versions: bool = True) -> Any:
+    if not isinstance(body, dict):
+        return body if not isinstance(body, str) else "<text>"
+    if body.get("kind") == "Status":
+        return normalise_status(body, groups)
+    if isinstance(body.get("items"), list):
+        return {"items": [normalise_object(i, tokens, versions=versions) for i in body["items"]]}
+    return normalise_object(body, tokens, versions=versions)
+
+
+def without_repeats(events: list[JSON]) -> list[JSON]:
+    """``events`` minus each MODIFIED event whose object equals the previous event's object of that name."""
+    last: dict[Any, Any] = {}
+    kept = []
+    for event in events:
+        name = (event["object"].get("metadata") or {}).get("name")
+        if not (event["type"] == "MODIFIED" and last.get(name) == event["object"]):
+            kept.append(event)
+        last[name] = event["object"]
+    return kept
