@@ -38,11 +38,23 @@ def reference() -> Any:
 CLUSTER_TIERS = ("integration", "contract", "differential", "flux")
 
 
+#: Tiers that run after all others, in this order: the flux tier's helm-controller would reconcile the other
+#: tiers' HelmReleases; the differential tier's oracle CRDs carry the sample kinds' names (VPC, Redis, ...),
+#: which kubectl would resolve to instead of the served kinds while they exist.
+LAST_TIERS = ("flux", "differential")
+
+
+def _run_rank(item: pytest.Item) -> int:
+    path = str(item.fspath)
+    return next((rank for rank, tier in enumerate(LAST_TIERS, 1) if f"tests/{tier}/" in path), 0)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for tier in CLUSTER_TIERS:
             if f"tests/{tier}/" in str(item.fspath):
                 item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=_run_rank)
 
 
 @pytest.fixture(scope="session")

@@ -78,6 +78,12 @@ def world(request: pytest.FixtureRequest, control_plane: Cluster,
         for key, kind in KINDS.items()
     }
     yield World(control_plane, client, kinds, client.resources.get(api_version="v1", kind="Namespace"))
+    # Leave the cluster as the other tiers expect it: the oracle CRDs share the sample kinds' names, and the
+    # sample definitions are the other tiers' to create.
+    for kind in KINDS.values():
+        kubectl(control_plane, "delete", "--ignore-not-found", f"crd/{kind.plural}.{ORACLE_GROUP}")
+        kubectl(control_plane, "delete", "--ignore-not-found", kind.definition_resource,
+                kind.definition["metadata"]["name"])
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

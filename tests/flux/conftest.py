@@ -17,10 +17,6 @@ from localcluster import flux
 from localcluster.cluster import Cluster
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: "tests/flux/" in str(item.fspath))
-
-
 @pytest.fixture(scope="module")
 def flux_controllers(control_plane: Cluster) -> Iterator[flux.Controllers]:
     """Both controllers and the chart repository, running for one test module (logs kept in /tmp)."""

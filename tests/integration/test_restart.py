@@ -15,6 +15,7 @@ them on purpose and checks that nothing is lost and nothing arrives twice:
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -40,17 +41,24 @@ def _manifest(ns: str, name: str, replicas: int) -> str:
 
 def _stream(api: Api, ns: str, resource_version: str) -> list[dict[str, Any]]:
     """Read a whole (short) watch; the response is JSON lines.  A watch refused outright is
-    returned as the ERROR event a client would act on the same way."""
+    returned as the ERROR event a client would act on the same way.  A 503 (the restarted service's
+    cache not synced yet, or the aggregator not reaching it yet) is retried after its Retry-After, as
+    client-go's reflector does, for at most a minute."""
     req = urllib.request.Request(
         api.cluster.server + f"{_redises(ns)}?watch=true&resourceVersion={resource_version}&timeoutSeconds=3",
         headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30, context=api.ctx) as resp:
-            return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
-    except urllib.error.HTTPError as exc:
-        if exc.code == 410:
-            return [{"type": "ERROR", "object": json.loads(exc.read())}]
-        raise
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=api.ctx) as resp:
+                return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 410:
+                return [{"type": "ERROR", "object": json.loads(exc.read())}]
+            if exc.code == 503 and time.monotonic() < deadline:
+                time.sleep(float(exc.headers.get("Retry-After") or 1))
+                continue
+            raise
 
 
 def _changes(events: list[dict[str, Any]]) -> Seen:
