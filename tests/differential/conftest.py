@@ -55,7 +55,8 @@ def _serve(cluster: Cluster, kind: Kind) -> None:
              timeout=60)
     # Served in discovery is not yet serving: wait until the kind lists and watches (see the contract tier).
     admin = Api(cluster)
-    collection = f"/apis/{kind.group}/{VERSION}/{kind.plural}"
+    # A namespace nothing lives in: other tiers' objects of the kind would make the watch a stream of events.
+    collection = f"/apis/{kind.group}/{VERSION}/namespaces/differential-probe/{kind.plural}"
     wait_for(lambda: admin.request("GET", collection)[0] == 200, f"{kind.name} listable", timeout=60)
     wait_for(lambda: admin.request("GET", f"{collection}?watch=1&timeoutSeconds=1")[0] == 200,
              f"{kind.name} watchable", timeout=60)
