@@ -14,6 +14,7 @@ from typing import Any
 
 JSON = dict[str, Any]
 
+
 @dataclass(frozen=True)
 class Difference:
     reason: str
@@ -44,6 +45,11 @@ INTENTIONAL: dict[str, Difference] = {
         "for Helm kinds (Kind.spec_as_given) generation and resourceVersion are not compared, and a MODIFIED "
         "event that repeats the object's previous state is dropped; test_a_no_op_update_writes_nothing[redis] checks "
         "the no-op update on a Helm kind directly"),
+    "declared-underscore-keys": Difference(
+        "Top-level spec keys starting with `_` are reserved for values the platform injects: a write that sets "
+        "one the schema declares is refused (400).  Undeclared ones, `_` or not, are pruned or refused per "
+        "fieldValidation exactly as a CRD does (compared: operations.UNDECLARED).",
+        "no sample schema declares a `_` key"),
     "null-spec": Difference(
         "An Application always has a spec (its backing object holds one, defaulted on read); a custom resource "
         "created with `spec: null` has none.",
