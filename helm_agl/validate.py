@@ -47,7 +47,7 @@ def validate_application(
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec, prior=meta_causes)
         raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     reserved = sorted(k for k in spec if isinstance(k, str) and k.startswith("_"))
     if reserved:
@@ -59,7 +59,7 @@ def validate_application(
         defaulted = apply_defaults(schema, spec)
         old = _stored_spec(defn, live, group) if live is not None else None
         meta_causes += validate_with_schema_causes(defn.rules, validate(schema, defaulted, path="spec"), defaulted,
-                                                   old)
+                                                   old, prior=meta_causes)
     if meta_causes:
         raise errors.invalid(group, defn.kind, name, meta_causes)
 

@@ -49,7 +49,7 @@ def validate_application(
     if spec is None:
         spec = {}
     if not isinstance(spec, dict):
-        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec)
+        not_object = validate_with_schema_causes(defn.rules, [not_an_object("spec", spec)], spec, prior=meta_causes)
         raise errors.invalid(group, defn.kind, name, [*meta_causes, *not_object])
     underscored = sorted(k for k in spec if k.startswith("_"))
     if underscored:
@@ -66,7 +66,7 @@ def validate_application(
     defaulted = apply_defaults(defn.schema, {k: v for k, v in spec.items() if k in props})
     stored = _stored_spec(defn, live, group) if live is not None else None
     causes = validate_with_schema_causes(defn.rules, causes + validate(defn.schema, defaulted, "spec"), defaulted,
-                                         stored)
+                                         stored, prior=meta_causes)
     tf_vars, variable_causes = _variables(defn, defaulted)
     causes += variable_causes
     causes += _runner_service_account_causes(defn, meta)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,22 +210,27 @@ NOT_CHECKED = ("some validation rules were not checked because the object was in
 
 
 def validate_with_schema_causes(compiled: CompiledSchema, schema_causes: list[Cause], value: Any, old: Any = None,
-                                *, base: str = "spec") -> list[Cause]:
+                                *, base: str = "spec", prior: Sequence[Cause] = ()) -> list[Cause]:
     """The schema's causes followed by the rules' causes, as a CRD's strategy reports them.
 
-    When the schema found a value of the wrong type (or outside an enum), the rules are not run
-    (they would see values of types they were not compiled for); kube-apiserver then adds one
-    cause saying so.
+    When the object is not of the shape the rules were compiled for -- a wrong type, a value outside
+    an enum, a missing required field, a string or list over its maximum, in the schema's causes or
+    in ``prior`` (the causes already found in the object's metadata, such as a missing name) -- the
+    rules are not run; kube-apiserver then adds one cause saying so.
     """
-    if any(_blocks(cause) for cause in schema_causes):
+    if any(_blocks(cause) for cause in [*prior, *schema_causes]):
         if compiled.empty():
             return schema_causes
         return [*schema_causes, field_cause("<nil>", f"Invalid value: null: {NOT_CHECKED}")]
     return [*schema_causes, *validate(compiled, value, old, base=base)]
 
 
+#: The cause reasons that keep a custom resource's rules from running (kube-apiserver's blocking errors).
+_BLOCKING = frozenset({"FieldValueTypeInvalid", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany"})
+
+
 def _blocks(cause: Cause) -> bool:
-    """A wrong type or a value outside an enum; an unknown field (kube prunes it) does not block."""
+    """A blocking cause; an unknown field (kube prunes it, so never reports it) does not block."""
     reason = cause.get("reason")
-    return reason == "FieldValueTypeInvalid" or (
+    return reason in _BLOCKING or (
         reason == "FieldValueNotSupported" and cause.get("message", "").startswith("Unsupported value"))

@@ -155,7 +155,10 @@ def json_patch(target: JSON, operations: Any) -> Any:
     if not all(isinstance(op, dict) for op in operations):
         raise errors.bad_request("error decoding patch: every JSON patch operation must be an object")
     try:
-        return jsonpatch.JsonPatch(operations).apply(target, in_place=False)
+        doc: Any = target
+        for operation in operations:
+            doc = jsonpatch.JsonPatch([_as_kube_applies(doc, operation)]).apply(doc, in_place=False)
+        return doc
     except (
         jsonpatch.JsonPatchException,
         jsonpatch.JsonPointerException,
@@ -165,6 +168,22 @@ def json_patch(target: JSON, operations: Any) -> Any:
         AttributeError,
     ) as exc:
         raise errors.ApiError(422, "Invalid", f"the JSON patch could not be applied: {exc}") from exc
+
+
+def _as_kube_applies(doc: Any, operation: JSON) -> JSON:
+    """``operation``, with a ``replace`` of a member an existing object lacks made an ``add``: the JSON
+    patch library kube-apiserver uses replaces a missing object member (RFC 6902 would refuse it)."""
+    path = operation.get("path")
+    if operation.get("op") != "replace" or not isinstance(path, str) or not path:
+        return operation
+    pointer = jsonpatch.JsonPointer(path)
+    try:
+        parent = jsonpatch.JsonPointer.from_parts(pointer.parts[:-1]).resolve(doc)
+    except jsonpatch.JsonPointerException:
+        return operation
+    if isinstance(parent, dict) and pointer.parts[-1] not in parent:
+        return {**operation, "op": "add"}
+    return operation
 
 
 def apply(kind: PatchType, current: JSON, doc: Any) -> Any:

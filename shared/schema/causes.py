@@ -42,9 +42,11 @@ def from_error(error: ValidationError, path: str) -> list[Cause]:
         ]
     if keyword == "type":
         wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        got = json_type(instance)  # kube-apiserver names the value's type, not the value
         return [
             field_cause(
-                field, f"Invalid value: {_show(instance)}: must be of type {wanted}", "FieldValueTypeInvalid"
+                field, f'Invalid value: "{got}": {field} in body must be of type {wanted}: "{got}"',
+                "FieldValueTypeInvalid"
             )
         ]
     if keyword in ("enum", "const"):

@@ -97,11 +97,19 @@ class Body:
         return clone(decoded) if self.duplicates else decoded  # plain dicts again
 
 
+#: The ObjectMeta fields a custom resource drops when they are empty (``omitempty`` collections).
+_OPTIONAL_COLLECTIONS = ("labels", "annotations", "finalizers", "ownerReferences")
+
+
 def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None = None, *,
                  applied: bool = False) -> JSON:
     """Generic checks of a body: an object of this apiVersion/kind, in the URL's namespace.
 
-    Sets ``metadata.namespace`` to the URL namespace, so storages always see it.  With ``name``,
+    Sets ``metadata.namespace`` to the URL namespace, so storages always see it, and drops empty
+    labels, annotations, finalizers and ownerReferences as a custom resource's metadata drops them on
+    decoding (they are optional in ObjectMeta), so a write that empties them records no field
+    for them in managedFields -- except in an apply configuration (``applied``), which keeps what it
+    states.  With ``name``,
     the body's name must equal it (PUT and PATCH).  Another kind is refused as kube-apiserver refuses
     it for a custom resource: an apply patch (``applied``) cannot even be decoded (400), any other
     body fails validation (422 naming that kind).
@@ -134,6 +142,10 @@ def check_object(obj: Any, info: ResourceInfo, namespace: str, name: str | None 
             "the namespace of the provided object does not match the namespace sent on the request"
         )
     meta["namespace"] = namespace
+    if not applied:
+        for key in _OPTIONAL_COLLECTIONS:
+            if key in meta and meta[key] in (None, {}, []):
+                del meta[key]
     if name is not None and meta.get("name") != name:
         raise errors.bad_request(
             f"the name of the object ({meta.get('name') or ''}) does not match the name on the URL ({name})"

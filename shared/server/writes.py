@@ -164,7 +164,7 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
             _pin_applied(patched["spec"], doc["spec"], new.get("spec") or {})
         written = _with_managed_fields(patched, entries)
     else:
-        patched = patching.apply(kind, stored, doc)
+        patched = _patched(kind, stored, live, doc)
         patched = check_object(patched, call.storage.info, call.namespace, call.name)
         patched = known_fields(call, patched, lambda: dict(patching.apply(kind, live, doc)), duplicates)
         entries_or_none = manager.update(live, _defaulted(call, patched), options.manager)
@@ -173,6 +173,18 @@ async def _update_patched(call: Call, kind: patching.PatchType, stored: JSON, do
     if not pinned:
         _pin(written, stored)
     return json_response(await call.storage.update(call.ctx, call.namespace, call.name, written, options))
+
+
+def _patched(kind: patching.PatchType, stored: JSON, live: JSON, doc: Any) -> Any:
+    """A merge patch applied to the object as stored; a JSON patch to the object as a custom resource
+    holds it (``live``: defaults filled in, so a ``replace``, ``remove`` or ``test`` of a defaulted field
+    finds it, as on a CRD), of which only what it changed is written onto the stored object."""
+    if kind is not patching.PatchType.JSON:
+        return patching.apply(kind, stored, doc)
+    view = patching.apply(kind, live, doc)
+    if not isinstance(view, dict):
+        return view
+    return patching.merge_patch(stored, patching.merge_diff(live, view))
 
 
 def _pin(written: JSON, stored: JSON) -> None:

@@ -521,3 +521,21 @@ def test_server_side_apply_changing_what_client_side_apply_set(pair: Pair) -> No
     pair.send_manifest("apply", name, {"replicas": 2, "size": "1Gi"})
     pair.send_manifest("apply --server-side", name, {"replicas": 3, "size": "1Gi"})
     pair.same_object(name)
+
+
+@pytest.mark.parametrize("spec", [{"replicas": 2}, {"replicas": "two"}])
+def test_a_nameless_create_reports_the_rules_left_unchecked(pair: Pair, spec: JSON) -> None:
+    """A missing name is a Required cause, and kube-apiserver runs no CEL rule of a CRD (this schema has
+    one) after a Required, TooLong, TooMany, NotSupported or TypeInvalid cause: it adds one last cause
+    saying so.  The name cause's own wording is the services' (they take no ``generateName``); every
+    other cause is compared whole, in order."""
+    answers = []
+    for side in pair.sides:
+        body = side.manifest("x", spec)
+        del body["metadata"]["name"]
+        code, status, _ = pair._send("POST", side.path(), body, "application/json")
+        causes = status["details"]["causes"]
+        answers.append((code, [(c["reason"], c["field"]) for c in causes], [c["message"] for c in causes[1:]]))
+    assert answers[0] == answers[1], f"{pair.stack.name}\n  app:    {answers[0]}\n  oracle: {answers[1]}"
+    assert answers[0][1][0] == ("FieldValueRequired", "metadata.name")
+    assert answers[0][1][-1] == ("FieldValueInvalid", "<nil>")

@@ -14,15 +14,6 @@ from typing import Any
 
 JSON = dict[str, Any]
 
-#: Server-side apply with real managedFields, field ownership and conflicts, and fieldValidation
-#: Strict/Warn/Ignore are being built separately (SPEC §4).  While this is False, sequences apply
-#: from one manager only (and only to objects that manager alone wrote), send no fieldValidation and
-#: no undeclared fields, and managedFields are not compared.  Turn it on when that work lands: the
-#: sequences then apply from three managers with and without force onto any object, create and update
-#: with fieldValidation Strict/Warn/Ignore and an undeclared top-level field, and compare
-#: managedFields (manager, operation, fieldsV1) and warnings.
-FIELD_MANAGEMENT = False
-
 
 @dataclass(frozen=True)
 class Difference:
@@ -46,14 +37,6 @@ INTENTIONAL: dict[str, Difference] = {
         "User labels and annotations are stored on the backing object under `apps.cozystack.io-<key>`, so a "
         "key whose name part is close to 63 characters is refused there (cozystack's scheme).",
         "label and annotation keys are short (strategies.LABEL_KEYS)"),
-    "underscore-keys": Difference(
-        "Top-level spec keys starting with `_` are refused (400) as cozystack refuses them: the platform "
-        "injects such values; a CRD prunes undeclared keys.",
-        "only declared spec keys are generated"),
-    "unknown-spec-keys": Difference(
-        "Undeclared spec keys: helm_agl hands them to the chart as values (cozystack's behaviour), tofu_agl "
-        "refuses them (422: an undeclared variable would fail the plan); a CRD prunes them with a warning.",
-        "only declared spec keys are generated"),
     "values-as-given": Difference(
         "helm_agl writes the spec onto the HelmRelease as given, without defaults (cozystack's behaviour: the "
         "chart has its own defaults, and a schema default changed later reaches every instance); a CRD stores "
@@ -62,13 +45,15 @@ INTENTIONAL: dict[str, Difference] = {
         "for Helm kinds (Kind.spec_as_given) generation and resourceVersion are not compared, and a MODIFIED "
         "event that repeats the object's previous state is dropped; test_a_no_op_update_writes_nothing[redis] checks "
         "the no-op update on a Helm kind directly"),
+    "declared-underscore-keys": Difference(
+        "Top-level spec keys starting with `_` are reserved for values the platform injects: a write that sets "
+        "one the schema declares is refused (400).  Undeclared ones, `_` or not, are pruned or refused per "
+        "fieldValidation exactly as a CRD does (compared: operations.UNDECLARED).",
+        "no sample schema declares a `_` key"),
     "null-spec": Difference(
         "An Application always has a spec (its backing object holds one, defaulted on read); a custom resource "
         "created with `spec: null` has none.",
         "specs are always objects in generated bodies (a non-object spec is refused the same way on both)"),
-    "managed-fields": Difference(
-        "Field management (SPEC §4) is not built yet: see FIELD_MANAGEMENT.",
-        "metadata.managedFields dropped from both sides while FIELD_MANAGEMENT is False"),
 }
 
 
@@ -104,7 +89,7 @@ def normalise_object(obj: Any, tokens: Tokens, *, versions: bool = True) -> Any:
     for key in ("creationTimestamp", "deletionTimestamp"):
         if meta.get(key):
             out_meta[key] = "<set>"
-    if FIELD_MANAGEMENT and meta.get("managedFields"):
+    if meta.get("managedFields"):
         out_meta["managedFields"] = [
             {k: m.get(k) for k in ("manager", "operation", "fieldsType", "fieldsV1", "subresource") if k in m}
             for m in meta["managedFields"]

@@ -14,8 +14,6 @@ from typing import Any, ClassVar
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from tests.differential.differences import FIELD_MANAGEMENT
-
 JSON = dict[str, Any]
 
 DRY_RUN = "All"
@@ -120,11 +118,20 @@ def _dry(dry_run: bool) -> JSON:
     return {"dry_run": DRY_RUN} if dry_run else {}
 
 
-def _validation(body: JSON, field_validation: str | None, unknown: bool) -> JSON:
-    """Add an undeclared top-level field to ``body`` when ``unknown``; the query parameters that ask for
-    ``field_validation`` (the DynamicClient has no argument for it)."""
+#: Where a body may carry a field its schema does not declare: at the top level, in the spec, and in the
+#: spec under a ``_`` name (the names the platform injects: pruned or refused like any other).
+UNDECLARED = ("undeclared", "spec.undeclared", "spec._platform")
+
+
+def _validation(body: JSON, field_validation: str | None, unknown: str | None) -> JSON:
+    """Add the undeclared field ``unknown`` (one of :data:`UNDECLARED`) to ``body``; the query parameters
+    that ask for ``field_validation`` (the DynamicClient has no argument for it)."""
     if unknown:
-        body["undeclared"] = 1
+        *parents, key = unknown.split(".")
+        target = body
+        for parent in parents:
+            target = target[parent] = dict(target.get(parent) or {})
+        target[key] = 1
     return {"query_params": [("fieldValidation", field_validation)]} if field_validation else {}
 
 
@@ -144,9 +151,9 @@ class Create(Operation):
     labels: JSON
     annotations: JSON
     dry_run: bool
-    #: fieldValidation and an undeclared field: generated only with FIELD_MANAGEMENT (see differences.py).
+    #: fieldValidation, and whether the body carries an undeclared top-level field.
     field_validation: str | None = None
-    unknown: bool = False
+    unknown: str | None = None
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, self.spec, self.labels, self.annotations)
@@ -172,7 +179,7 @@ class Update(Operation):
     version: str  # "current" | "none" | "stale"
     dry_run: bool
     field_validation: str | None = None
-    unknown: bool = False
+    unknown: str | None = None
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, self.spec, self.labels)
@@ -219,9 +226,6 @@ class Apply(Operation):
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, self.spec, self.labels)
-        if not FIELD_MANAGEMENT:
-            # Labels stated even when empty: dropping a field by no longer applying it is field management.
-            body["metadata"]["labels"] = dict(self.labels)
         return side.send("patch", side.path(self.name), json.dumps(body), content_type="application/apply-patch+yaml",
                          field_manager=self.manager, force_conflicts=self.force or None, **_dry(self.dry_run))
 

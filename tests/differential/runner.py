@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import watch
@@ -19,14 +19,13 @@ from kubernetes.dynamic import DynamicClient
 from localcluster.cluster import Cluster
 
 from tests.differential.differences import (
-    FIELD_MANAGEMENT,
     Tokens,
     normalise_body,
     normalise_object,
     without_repeats,
 )
 from tests.differential.kinds import Kind
-from tests.differential.operations import Apply, Create, Delete, JsonPatch, MergePatch, Operation, Outcome, Side, Update
+from tests.differential.operations import Create, Operation, Outcome, Side
 
 JSON = dict[str, Any]
 
@@ -52,30 +51,10 @@ class World:
     client: DynamicClient
     kinds: dict[str, Served]
     namespaces: Any
+
+
+#: The name of the last object each sequence creates: its ADDED event ends the watch replay.
 SENTINEL = "zz-end"
-
-
-@dataclass
-class Writers:
-    """Who wrote each name so far (read from the oracle's answers): while FIELD_MANAGEMENT is off, an
-    apply is sent only to an object that nothing but apply has written (see differences.FIELD_MANAGEMENT)."""
-
-    by_name: dict[str, str] = field(default_factory=dict)
-
-    def allows(self, op: Operation) -> bool:
-        if FIELD_MANAGEMENT or not isinstance(op, Apply):
-            return True
-        return self.by_name.get(op.name, "apply") == "apply"
-
-    def record(self, op: Operation, outcome: Outcome) -> None:
-        if not 200 <= outcome.code < 300 or getattr(op, "dry_run", False):
-            return
-        if isinstance(op, Delete):
-            self.by_name.pop(op.name, None)
-        elif isinstance(op, Apply):
-            self.by_name.setdefault(op.name, "apply")
-        elif isinstance(op, Create | Update | MergePatch | JsonPatch):
-            self.by_name[op.name] = "update"
 
 
 def _side(world: World, resource: Any, namespace: str) -> Side:
@@ -116,19 +95,15 @@ def compare(served: Served, ops: list[Operation], world: World) -> None:
     groups = (served.kind.group, str(served.oracle.group))
     app_tokens, oracle_tokens = Tokens(), Tokens()
     starts = _starting_version(app), _starting_version(oracle)
-    writers = Writers()
     versions = not served.kind.spec_as_given
     trail: list[str] = []
     for step, op in enumerate(ops):
-        if not writers.allows(op):
-            continue
         got, want = op.run(app), op.run(oracle)
         STATS["requests"] += 1
         mine = _comparable(got, app_tokens, groups, versions)
         theirs = _comparable(want, oracle_tokens, groups, versions)
         trail.append(f"  {step}: {op!r}\n     oracle: {json.dumps(theirs, sort_keys=True)}")
         assert mine == theirs, _report(served, namespace, trail, mine, theirs)
-        writers.record(op, want)
     sentinel = Create(SENTINEL, minimal_spec(served.kind.schema), {}, {}, False)
     for side in (app, oracle):
         made = sentinel.run(side)

@@ -11,8 +11,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tests.differential.differences import FIELD_MANAGEMENT
 from tests.differential.operations import (
+    UNDECLARED,
     Apply,
     Create,
     Delete,
@@ -34,7 +34,8 @@ NAMES = ("a", "b", "c")
 LABEL_KEYS = ("app", "tier", "example.com/team")
 LABEL_VALUES = ("x", "y", "")
 ANNOTATION_KEYS = ("note", "example.com/owner")
-MANAGERS = ("m1", "m2", "m3") if FIELD_MANAGEMENT else ("m1",)
+#: Field managers of applies: several, so applies meet each other's fields (conflicts, shared ownership).
+MANAGERS = ("m1", "m2", "m3")
 LABEL_SELECTORS = ("", "app=x", "app!=x", "tier", "!tier", "app in (x,y)", "app notin (y)", "app=x,tier",
                    "example.com/team=y")
 FIELD_SELECTORS = ("", "metadata.name=a", "metadata.name!=b", "metadata.namespace={ns}",
@@ -132,9 +133,8 @@ def operation(schema: JSON) -> st.SearchStrategy[Operation]:
     names = st.sampled_from(NAMES)
     spec = obj(schema)
     dry = st.booleans()
-    # fieldValidation and undeclared fields only once field management is built (differences.FIELD_MANAGEMENT).
-    validation = st.sampled_from((None, "Strict", "Warn", "Ignore")) if FIELD_MANAGEMENT else st.none()
-    unknown = st.booleans() if FIELD_MANAGEMENT else st.just(False)
+    validation = st.sampled_from((None, "Strict", "Warn", "Ignore"))
+    unknown = st.sampled_from((None, *UNDECLARED))
     return st.one_of(
         st.builds(Create, names, spec, labels(), annotations(), dry, validation, unknown),
         st.builds(Get, names),

@@ -12,7 +12,18 @@ from hypothesis import given
 
 from tests.differential.conftest import profile
 from tests.differential.kinds import KINDS
-from tests.differential.operations import Create, Delete, Get, Invalid, MergePatch, Operation, Side, Update
+from tests.differential.operations import (
+    Apply,
+    Create,
+    Delete,
+    Get,
+    Invalid,
+    JsonPatch,
+    MergePatch,
+    Operation,
+    Side,
+    Update,
+)
 from tests.differential.runner import World, compare, new_namespace
 from tests.differential.strategies import sequence
 
@@ -58,6 +69,42 @@ def test_nulls_the_schema_does_not_allow_are_dropped(world: World) -> None:
 @pytest.mark.parametrize("what", ["wrong-kind", "spec-not-object"])
 def test_bodies_refused_as_for_a_custom_resource(world: World, what: str) -> None:
     _run(world, "vpc", Invalid("a", what))
+
+
+def test_a_create_without_a_name_reports_the_rules_left_unchecked(world: World) -> None:
+    """A missing name (a Required cause, as a missing required field or an over-long value) keeps a CRD's
+    CEL rules from running, and kube-apiserver says so in one more cause (field ``<nil>``); postgres has rules."""
+    _run(world, "postgres", Invalid("a", "no-name"))
+
+
+def test_emptied_labels_are_no_field_of_the_writer(world: World) -> None:
+    """A custom resource drops empty labels on decoding, so a patch that sets ``labels: {}`` records no field."""
+    _run(world, "postgres", Create("a", {}, {}, {}, False), MergePatch("a", {"metadata": {"labels": {}}}, False))
+
+
+def test_applying_null_to_a_field_another_manager_set_conflicts(world: World) -> None:
+    _run(world, "bucket", Create("a", {}, {}, {}, False), Apply("a", "m1", {"region": None}, {}, False, False),
+         Apply("a", "m1", {"region": None}, {}, True, False), Get("a"))
+    # Null onto a struct is an empty struct to structured merge: only the leaf conflicts.
+    _run(world, "postgres", Create("b", {}, {}, {}, False),
+         Apply("b", "m1", {"replicas": None, "bootstrap": None}, {}, False, False))
+
+
+def test_a_json_patch_addresses_defaulted_fields(world: World) -> None:
+    """The stored spec holds no defaults (values-as-given); a JSON patch still meets them, as on a CRD."""
+    _run(world, "postgres", Create("a", {}, {}, {}, False),
+         JsonPatch("a", [{"op": "replace", "path": "/spec/backup", "value": {"enabled": None}}], False),
+         JsonPatch("a", [{"op": "test", "path": "/spec/replicas", "value": 2},
+                         {"op": "replace", "path": "/spec/quorum/maxSyncReplicas", "value": 1}], False), Get("a"))
+
+
+def test_a_json_patch_replaces_a_missing_member_as_kube_does(world: World) -> None:
+    """Found by the long profile (seed 2237112235): kube-apiserver's JSON patch library replaces a member an
+    object lacks (RFC 6902 would refuse it); a remove of a missing member still fails on both."""
+    _run(world, "redis", Create("a", {}, {}, {}, False),
+         JsonPatch("a", [{"op": "remove", "path": "/spec/authEnabled"},
+                         {"op": "replace", "path": "/spec/authEnabled", "value": False}], False),
+         JsonPatch("a", [{"op": "remove", "path": "/spec/nothing"}], False), Get("a"))
 
 
 def test_an_update_needs_a_resource_version(world: World) -> None:

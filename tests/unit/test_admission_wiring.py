@@ -43,6 +43,21 @@ def test_a_type_or_enum_error_keeps_the_rules_from_running_as_kube_does() -> Non
                                        {}) == [_type_error("spec.size")]
 
 
+def test_required_and_too_long_causes_and_metadata_ones_block_the_rules_too() -> None:
+    for blocking in (errors.field_cause("spec.tier", "Required value", "FieldValueRequired"),
+                     errors.field_cause("spec.tier", "Too long: may not be more than 3 bytes", "FieldValueTooLong"),
+                     errors.field_cause("spec.tier", "Too many: 4: must have at most 3 items", "FieldValueTooMany")):
+        causes = validate_with_schema_causes(RULES, [blocking], {"size": 12})
+        assert [c["field"] for c in causes] == ["spec.tier", "<nil>"]
+    # A missing name blocks them as well; only the schema's causes and the note are returned.
+    nameless = errors.field_cause("metadata.name", "Required value: name is required", "FieldValueRequired")
+    assert [c["field"] for c in validate_with_schema_causes(RULES, [], {"size": 12}, prior=[nameless])] == ["<nil>"]
+    # An invalid name does not (a FieldValueInvalid cause): the rules run.
+    bad_name = errors.field_cause("metadata.name", 'Invalid value: "A": a DNS-1035 label ...')
+    assert [c["field"] for c in validate_with_schema_causes(RULES, [], {"size": 12}, prior=[bad_name])] == [
+        "spec.size"]
+
+
 def test_an_unknown_field_does_not_block_the_rules() -> None:
     unknown = errors.field_cause("spec.extra", 'unknown field "extra"', "FieldValueNotSupported")
     assert [c["field"] for c in validate_with_schema_causes(RULES, [unknown], {"size": 12})] == [

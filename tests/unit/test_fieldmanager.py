@@ -168,6 +168,22 @@ def test_force_takes_ownership_and_a_multi_conflict_message(fm: FieldManager) ->
                                "bob": {"f:spec": {"f:replicas": {}, "f:size": {}}}}
 
 
+def test_applying_null_to_a_field_another_manager_set_conflicts(fm: FieldManager) -> None:
+    """Found by the differential tier: the null was dropped before conflicts were looked for, so the
+    apply silently took the field (and removed it) where kube-apiserver answers 409."""
+    new, entries, _ = fm.apply(None, obj({"size": "1Gi"}), "alice", False, T)
+    live = stored(new, entries)
+    with pytest.raises(errors.ApiError) as conflict:
+        fm.apply(live, obj({"size": None}), "bob", False, T)
+    assert conflict.value.message == 'Apply failed with 1 conflict: conflict with "alice": .spec.size'
+    new, entries, _ = fm.apply(live, obj({"size": None}), "bob", True, T)
+    assert "size" not in new["spec"] and owners(entries) == {"bob": {"f:spec": {"f:size": {}}}}
+    # Null onto a map or struct is an empty one to structured merge: nothing changes, nothing conflicts.
+    new, entries, _ = fm.apply(None, obj({"resources": {"cpu": 1}, "users": {"a": {}}}), "alice", False, T)
+    new, _, _ = fm.apply(stored(new, entries), obj({"resources": None, "users": None}), "bob", False, T)
+    assert new["spec"] == {"resources": {"cpu": 1}, "users": {"a": {}}}
+
+
 def test_dropped_fields_go_unless_someone_else_owns_them(fm: FieldManager) -> None:
     new, entries, _ = fm.apply(None, obj({"replicas": 3, "size": "1Gi", "users": {"a": {"password": "p"}}}),
                                "alice", False, T)

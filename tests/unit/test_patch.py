@@ -69,6 +69,11 @@ def test_json_patch_applies_without_mutating() -> None:
     assert current == CURRENT
 
 
+def test_json_patch_replaces_a_missing_object_member_as_kube_does() -> None:
+    result = patch.json_patch(copy.deepcopy(CURRENT), [{"op": "replace", "path": "/spec/missing", "value": 1}])
+    assert result["spec"]["missing"] == 1
+
+
 @pytest.mark.parametrize(
     ("ops", "code"),
     [

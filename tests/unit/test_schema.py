@@ -218,7 +218,8 @@ def test_validate_one_cause_per_field_sorted() -> None:
         "field": "spec.name",
     }
     assert by_field["spec.replicas"]["reason"] == "FieldValueTypeInvalid"
-    assert by_field["spec.replicas"]["message"] == 'Invalid value: "three": must be of type integer'
+    assert by_field["spec.replicas"]["message"] == (
+        'Invalid value: "string": spec.replicas in body must be of type integer: "string"')
     assert by_field["spec.mode"]["reason"] == "FieldValueNotSupported"
     assert 'supported values: "a", "b"' in by_field["spec.mode"]["message"]
     assert by_field["spec.size"]["message"] == "Invalid value: 1.5: must be an integer or a string"
@@ -260,7 +261,7 @@ def test_validate_top_level_type() -> None:
     assert causes == [
         {
             "reason": "FieldValueTypeInvalid",
-            "message": "Invalid value: [1]: must be of type object",
+            "message": 'Invalid value: "array": spec in body must be of type object: "array"',
             "field": "spec",
         }
     ]

@@ -187,12 +187,18 @@ def _field_set(value: Any, schema: Schema, path: Path, out: set[Path]) -> None:
 # ---------------------------------------------------------------------------------------- Merge
 
 
+#: The node kinds merged member by member.
+_GRANULAR = frozenset({Kind.STRUCT, Kind.MAP, Kind.SET, Kind.ASSOCIATIVE})
+
+
 def merge(lhs: Any, rhs: Any, schema: Schema) -> Any:
     """``rhs`` merged onto ``lhs``: granular nodes merge member by member, leaves take ``rhs``."""
     if rhs is MISSING:
         return copy.deepcopy(lhs)
     if lhs is MISSING:
         return copy.deepcopy(rhs)
+    if rhs is None and lhs and kind_of(schema, lhs) in _GRANULAR and _shape_matches(kind_of(schema, lhs), lhs):
+        return copy.deepcopy(lhs)  # to structured merge, null is an empty map or list: the members stay
     kind = effective_kind(schema, lhs, rhs)
     if kind in (Kind.SCALAR, Kind.ATOMIC) or (_is_empty_container(lhs) and _is_empty_container(rhs)):
         return copy.deepcopy(rhs)

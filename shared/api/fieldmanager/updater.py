@@ -105,8 +105,11 @@ class Updater:
         last = managers.get(manager)
         managers = dict(managers)
         managers[manager] = Owned(self._filter(field_set(config, self.schema)), version, True)
-        new = drop_nulls(self._prune(merged, managers, last), self.schema)
-        managers, _ = self._step(live, new, version, managers, manager, force)
+        applied = self._prune(merged, managers, last)
+        # Conflicts are found before nulls are dropped: applying null to a field another manager set
+        # changes it (kube-apiserver prunes the null, and defaults the field again, only afterwards).
+        managers, _ = self._step(live, applied, version, managers, manager, force)
+        new = drop_nulls(applied, self.schema)
         if same(live, new):
             return MISSING, managers
         return new, managers
