@@ -16,7 +16,7 @@ import yaml
 from localcluster import aggregation
 from localcluster.cluster import Cluster
 
-from tests.kube import FIXTURES
+from tests.kube import FIXTURES, wait_for
 
 HR_CRD = "helmreleases.helm.toolkit.fluxcd.io"
 TF_CRD = "terraforms.infra.contrib.fluxcd.io"
@@ -202,8 +202,10 @@ def test_aggregated_server_reachable_through_kube_apiserver(control_plane: Clust
     # kube-apiserver proxied as the front proxy: client cert verified by our CA and the user named.
     proxied = [s for s in _Discovery.seen if s[1] == "agl-admin"]
     assert proxied and all(verified for _, _, verified in proxied)
-    resources = control_plane.kubectl("api-resources", f"--api-group={STUB_GROUP}", "-o", "name").stdout
-    assert "widgets.stub.agl.test" in resources
+    # kube-apiserver's aggregated discovery takes a new APIService's resources in on its own schedule.
+    wait_for(lambda: "widgets.stub.agl.test" in control_plane.kubectl(
+        "api-resources", f"--api-group={STUB_GROUP}", "--cached=false", "-o", "name").stdout,
+        "the stub's resources in kubectl api-resources", timeout=90, interval=1)
 
 
 def test_minted_user_has_no_rights(control_plane: Cluster) -> None:
