@@ -216,8 +216,13 @@ class Bench:
         list_ = self.figure("b1_list_1000", "one list of the namespace's 1000 objects, mean of 3 per round")
         cached = self.figure("b1_list_1000_rv0", "the same list with resourceVersion=0 (both sides may answer "
                                                  "from their watch cache), mean of 3 per round")
+        hop = self.figure("aggregation_hop", "what the two extra hops alone cost: a request the service answers "
+                                             "from memory (its discovery document) through kube-apiserver, vs one "
+                                             "kube-apiserver answers itself; mean of 200 per round")
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
         for _ in range(self.rounds):
+            hop.rounds.append((timed(lambda: self.client.call("GET", s.apps), 200),
+                               timed(lambda: self.client.call("GET", s.backing), 200)))
             get.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench", first)), 200),
                                timed(lambda: self.client.call("GET", self.backing_path("bench", s.prefix + first)),
                                      200)))
@@ -234,6 +239,21 @@ class Bench:
                 "metadata": {"name": name, "namespace": namespace, "labels": labels,
                              "annotations": t["metadata"].get("annotations") or {}},
                 "spec": t["spec"]}
+
+    def floors(self) -> dict[str, dict[str, float]]:
+        """Per B1 operation, what aggregation's hops alone would make of it, round by round: the direct
+        operation plus one proxied request the service answers from memory (``aggregation_hop``).
+
+        aggregated = client->kube-apiserver + kube-apiserver->service + the service's work + its backing
+        call; direct = client->kube-apiserver + the same backing work.  Their difference is the two extra
+        hops plus what the service does beyond answering from memory (``own_ms``)."""
+        hops = [proxied for proxied, _ in self.figures["aggregation_hop"].rounds]
+        out: dict[str, dict[str, float]] = {}
+        for key in ("b1_get", "b1_create", "b1_list_1000", "b1_list_1000_rv0"):
+            paired = [(a, d, h) for (a, d), h in zip(self.figures[key].rounds, hops, strict=True)]
+            out[key] = {"floor_ratio": round(statistics.median((d + h) / d for _, d, h in paired), 3),
+                        "own_ms": round(statistics.median(a - d - h for a, d, h in paired) * 1000, 2)}
+        return out
 
     # ------------------------------------------------------------------ B2
     def b2(self) -> None:
@@ -517,6 +537,7 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
             bench.grow(total)
             bench.scale_point(total)
         figures = {key: fig.summary() for key, fig in bench.figures.items()}
+        figures["floors"] = bench.floors()
         for key, value in figures.items():
             print(f"  {key:<16} ratio {value['ratio']:5.2f}  [{value['min']:.2f}-{value['max']:.2f}]  "
                   f"aggregated {value['aggregated_ms']:.2f} ms  direct {value['direct_ms']:.2f} ms", flush=True)

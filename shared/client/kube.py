@@ -74,8 +74,12 @@ _DEFAULT_REASONS = {
 async def api_client(kubeconfig: str | None) -> kclient.ApiClient:
     """An ``ApiClient`` from a kubeconfig path, or from the pod's service account when None
     (:mod:`shared.client.credentials` loads and refreshes the credentials)."""
-    loaded = await credentials.load(kubeconfig)
-    return settle_environment(kclient.ApiClient(configuration=loaded.configuration))
+    return client_for(await credentials.load(kubeconfig))
+
+
+def client_for(login: credentials.Credentials) -> kclient.ApiClient:
+    """The one way the services build an ``ApiClient``: from loaded credentials, environment settled."""
+    return settle_environment(kclient.ApiClient(configuration=login.configuration))
 
 
 def settle_environment(api: kclient.ApiClient) -> kclient.ApiClient:

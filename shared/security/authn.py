@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 CONFIGMAP_NAMESPACE = "kube-system"
 CONFIGMAP_NAME = "extension-apiserver-authentication"
 
+#: How many client certificates' issuer checks a config remembers (kube-apiserver presents one or two).
+VERDICTS_KEPT = 16
+
 #: A certificate as ``ssl.SSLSocket.getpeercert()`` returns it (the parsed, verified form).
 PeerCert = Mapping[str, Any]
 
@@ -101,7 +104,24 @@ class RequestHeaderConfig:
         request-header CA, so the issuer must be checked again here.  Python 3.11 exposes only
         the leaf, so the issuer must itself be in the bundle (kube's front-proxy certs are
         issued directly by it).
+
+        The verdict is remembered per certificate: kube-apiserver presents the same one on every
+        request, and a signature check per request was 6 % of a get's CPU.  The memory lives and
+        dies with this config, which a CA rotation replaces.
         """
+        verdicts = self._issuer_verdicts
+        verdict = verdicts.get(der)
+        if verdict is None:
+            if len(verdicts) >= VERDICTS_KEPT:
+                verdicts.clear()
+            verdict = verdicts[der] = self._issued_by_front_proxy_ca(der)
+        return verdict
+
+    @cached_property
+    def _issuer_verdicts(self) -> dict[bytes, bool]:
+        return {}
+
+    def _issued_by_front_proxy_ca(self, der: bytes) -> bool:
         try:
             leaf = x509.load_der_x509_certificate(der)
         except ValueError:

@@ -26,7 +26,7 @@ from kubernetes_asyncio import client as kclient
 from shared.api.errors import ApiError
 from shared.client import credentials, leader
 from shared.client.events import EventRecorder
-from shared.client.kube import GVR, ObjectClient
+from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
 from shared.service.logs import setup_logging
@@ -145,7 +145,7 @@ async def _logged(task: Callable[[], Awaitable[None]]) -> None:
 async def run(args: argparse.Namespace, component: str, build: Callable[[Context], Awaitable[Wiring]]) -> None:
     """Run one service until SIGTERM/SIGINT."""
     login = await credentials.load(args.kubeconfig)
-    api = kclient.ApiClient(configuration=login.configuration)
+    api = client_for(login)
     request_header = await authn.load_request_header_config(api)
     front_proxy = authn.FrontProxyAuthenticator(request_header)
     authenticator = authn.DelegatingAuthenticator(front_proxy, tokens.TokenAuthenticator(tokens.token_review(api)))

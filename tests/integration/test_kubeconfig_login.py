@@ -15,6 +15,8 @@ import os
 import ssl
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from localcluster import processes
+from localcluster import processes, services
 from localcluster.cluster import Cluster, free_port
 
 from tests.kube import kubectl, load_fixture, wait_for
@@ -129,3 +131,56 @@ def test_reconciler_logs_in_with_the_kubeconfig(control_plane: Cluster, service:
     # The service's own client, with the same credentials: a list it answers from kube-apiserver.
     code, body = get(control_plane, port, f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/redises")
     assert code == 200 and body["kind"] == "RedisList", body
+
+
+def test_the_client_reads_no_netrc_per_request(control_plane: Cluster, helm_service: services.Running, token: str,
+                                                tmp_path: Path) -> None:
+    """The service's kube client resolves the environment once (``kube.client_for``), not per request.
+
+    kubernetes_asyncio's session trusts the environment, so aiohttp would read ``$NETRC`` in a thread
+    for every kube call.  Here ``$NETRC`` is a FIFO that counts its readers: each open for reading
+    meets one open for writing here.  Gets through the service (each one kube call of its own client;
+    gets are never served from the cache) must not add readers.
+    """
+    fifo = tmp_path / "netrc"
+    os.mkfifo(fifo)
+    reads = 0
+    done = threading.Event()
+
+    def serve_empty_netrc() -> None:
+        nonlocal reads
+        while not done.is_set():
+            with open(fifo, "w"):  # blocks until a reader opens it
+                pass
+            reads += 1
+
+    writer = threading.Thread(target=serve_empty_netrc, daemon=True)
+    writer.start()
+    redis = json.dumps({"apiVersion": f"{GROUP}/{VERSION}", "kind": "Redis",
+                        "metadata": {"name": "netrc-probe", "namespace": NAMESPACE}, "spec": {}})
+    wait_for(lambda: kubectl(control_plane, "apply", "-f", "-", input=redis, check=False).returncode == 0,
+             "the session's service to serve Redis", timeout=60, interval=1)
+    port = free_port()
+    log = tmp_path / "helm-agl.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "helm_agl", "--kubeconfig", str(control_plane.kubeconfig),
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True,
+                                env=dict(os.environ, PYTHONUNBUFFERED="1", NETRC=str(fifo)))
+    path = f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/redises/netrc-probe"
+    try:
+        wait_for(lambda: get(control_plane, port, path)[0] == 200,
+                 f"the service to answer a get (log: {log})", timeout=60, interval=1)
+        assert reads >= 1  # the environment was read, once, when the client was built
+        before = reads
+        for _ in range(20):
+            code, body = get(control_plane, port, path)
+            assert code == 200 and body["metadata"]["name"] == "netrc-probe", body
+        time.sleep(0.5)
+        assert reads == before, f"{reads - before} reads of $NETRC during 20 gets"
+    finally:
+        done.set()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets a waiting writer go
+        processes.terminate(proc.pid, grace=10)
+        kubectl(control_plane, "delete", "redis", "netrc-probe", "-n", NAMESPACE, "--ignore-not-found")

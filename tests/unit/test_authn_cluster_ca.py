@@ -47,6 +47,26 @@ def test_issuer_check() -> None:
     assert not CONFIG.signed_by_request_header_ca(b"not a certificate")
 
 
+def test_issuer_verdict_is_remembered_per_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One signature check per certificate and config: kube-apiserver presents the same certificate on
+    every request; a config built for a rotated CA decides afresh."""
+    proxy = _der(tls.new_cert(FRONT_PROXY_CA, "front-proxy-client", server=False, client=True).cert_pem)
+    config = RequestHeaderConfig(client_ca=FRONT_PROXY_CA.cert_pem.decode())
+    checks: list[bytes] = []
+    check = RequestHeaderConfig._issued_by_front_proxy_ca
+
+    def counted(self: RequestHeaderConfig, der: bytes) -> bool:
+        checks.append(der)
+        return check(self, der)
+
+    monkeypatch.setattr(RequestHeaderConfig, "_issued_by_front_proxy_ca", counted)
+    assert all(config.signed_by_request_header_ca(proxy) for _ in range(5))
+    assert checks == [proxy]
+    rotated = RequestHeaderConfig(client_ca=tls.new_ca("rotated-front-proxy-ca").cert_pem.decode())
+    assert not rotated.signed_by_request_header_ca(proxy)
+    assert len(checks) == 2
+
+
 def test_dict_only_certificate_is_refused_when_tls_trusts_more() -> None:
     peercert = {"subject": ((("commonName", "front-proxy-client"),),)}
     with pytest.raises(errors.ApiError) as err:
