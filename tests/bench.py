@@ -525,7 +525,7 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         for total in (t for t in args.scale if t < bench.count):
             bench.grow(total)
             bench.scale_point(total)
-            bench.clear_scale()
+        bench.clear_scale()  # the seed too: from here on, every Application is B1's or a scale point's
         with profiled(service.pid, profile):
             bench.b1()
         bench.total = bench.b1_count
@@ -537,12 +537,13 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
             bench.grow(total)
             bench.scale_point(total)
         figures = {key: fig.summary() for key, fig in bench.figures.items()}
-        figures["floors"] = bench.floors()
         for key, value in figures.items():
             print(f"  {key:<16} ratio {value['ratio']:5.2f}  [{value['min']:.2f}-{value['max']:.2f}]  "
                   f"aggregated {value['aggregated_ms']:.2f} ms  direct {value['direct_ms']:.2f} ms", flush=True)
-        return {**figures, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1), "scale": bench.scale,
-                "b2_service_cpu_s": bench.b2_service_cpu_s}
+        floors = bench.floors()
+        print(f"  floors (direct + the hops alone): {floors}", flush=True)
+        return {**figures, "floors": floors, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1),
+                "scale": bench.scale, "b2_service_cpu_s": bench.b2_service_cpu_s}
     finally:
         services.stop(cluster, stack.service)
 

@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import NamedTuple
 
+import orjson
+
 from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON, clone
-from shared.client.kube import ObjectClient
+from shared.client.kube import ObjectClient, decode
 
 Key = tuple[str, str]
 ListFn = Callable[[], Awaitable[JSON]]
@@ -49,10 +52,38 @@ log = logging.getLogger(__name__)
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
 
 
+#: A cached object as the informer keeps it: its JSON encoding (see :func:`pack`).
+Packed = bytes
+
+
 class _Record(NamedTuple):
     rv: int
     type: str
-    obj: JSON
+    obj: Packed
+
+
+class _Entry(NamedTuple):
+    """One current object of the cache: its resourceVersion and its packed form."""
+
+    rv: int
+    packed: Packed
+
+
+def pack(obj: JSON) -> Packed:
+    """An object as the cache keeps it: its compact JSON encoding.
+
+    Decoded JSON costs 3-4 times its encoded size in Python objects (a dict of a few keys is a few
+    hundred bytes); a cache of 10 000 backing objects is mostly that.  Every read decodes a fresh
+    copy (orjson, a few microseconds an object), which also frees readers from the "do not mutate"
+    rule a shared dict would impose.  json is the fallback for what orjson refuses (integers beyond
+    64 bits, which kube-apiserver accepts in a user's spec).
+    """
+    try:
+        # orjson's bytes keep the buffer it grew while writing (4 KiB for a 1.4 KB object): the cache
+        # keeps an exact-size copy.
+        return bytes(memoryview(orjson.dumps(obj)))
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def _meta(obj: JSON) -> JSON:
@@ -89,8 +120,8 @@ class Informer:
     and ``watch_fn(rv)`` yields raw ``{"type", "object"}`` events after ``rv`` until the stream
     ends, raising on failure.
 
-    Objects held by the cache are shared: :meth:`snapshot` hands out the cache's own (read-only),
-    subscription events always carry copies, so subscribers may mutate what they receive.
+    The cache keeps each object packed (:func:`pack`); what :meth:`snapshot` and subscriptions hand
+    out are fresh copies, which their readers may mutate.
     """
 
     def __init__(
@@ -145,7 +176,7 @@ class Informer:
         self._max_q = max(queue_size, 1)
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
-        self._objects: dict[Key, JSON] = {}
+        self._objects: dict[Key, _Entry] = {}
         self._rv = ""
         self._rv_int = 0
         #: Smallest RV a subscriber may resume from: every event after it is still in history.
@@ -231,7 +262,7 @@ class Informer:
         progress bookmark on demand), so after writes elsewhere in the cluster it declines, and the
         caller's direct read keeps the answer consistent.  Any other RV is "not older than" it.
 
-        The objects are the cache's own: callers must not mutate them.
+        The objects are fresh copies.
         """
         if not self.synced or self._stopped:
             return None
@@ -247,7 +278,7 @@ class Informer:
                 wanted = parse_rv(await self._probe_fn())
             if not await self._reached(wanted):
                 return None
-        return [obj for _, obj in sorted(self._objects.items())], self._rv
+        return [decode(entry.packed) for _, entry in sorted(self._objects.items())], self._rv
 
     async def _reached(self, rv: int) -> bool:
         """Whether the cache reaches ``rv`` within ``catch_up`` seconds."""
@@ -284,8 +315,8 @@ class Informer:
             return
         rv = sub.start_rv
         if rv in (None, "", "0"):
-            snapshot = sorted(self._objects.values(), key=_rv_sort_key)
-            sub._replay.extend((ADDED, o) for o in snapshot)
+            snapshot = sorted(self._objects.values())
+            sub._replay.extend((ADDED, entry.packed) for entry in snapshot)
             sub.min_rv = self._rv_int
         else:
             try:
@@ -303,7 +334,7 @@ class Informer:
     def _unregister(self, sub: Subscription) -> None:
         self._subs.discard(sub)
 
-    def _broadcast(self, type_: str, obj: JSON, rv: int) -> None:
+    def _broadcast(self, type_: str, obj: Packed | JSON, rv: int) -> None:
         for sub in list(self._subs):
             if type_ == BOOKMARK and not sub.bookmarks:
                 continue
@@ -405,15 +436,16 @@ class Informer:
         if self._transform is not None:
             obj = self._transform(obj)
         key = _key(obj)
+        packed = pack(obj)
         if type_ == DELETED:
             self._objects.pop(key, None)
         else:
-            self._objects[key] = obj
-        self._record(rv, type_, obj)
+            self._objects[key] = _Entry(rv, packed)
+        self._record(rv, type_, packed)
         self._rv = rv_text
         self._notify_advanced()
 
-    def _record(self, rv: int, type_: str, obj: JSON) -> None:
+    def _record(self, rv: int, type_: str, obj: Packed) -> None:
         if len(self._history) == self._history.maxlen:
             self._horizon = self._history[0].rv
         self._history.append(_Record(rv, type_, obj))
@@ -426,12 +458,12 @@ class Informer:
         rv_text = str(meta.get("resourceVersion") or "")
         list_rv = parse_rv(rv_text)
         self._list_meta = {"kind": data.get("kind"), "apiVersion": data.get("apiVersion")}
-        fresh: dict[Key, JSON] = {}
+        fresh: dict[Key, _Entry] = {}
         for item in data.get("items") or []:
             self._fill_type(item)
             if self._transform is not None:
                 item = self._transform(item)
-            fresh[_key(item)] = item
+            fresh[_key(item)] = _Entry(_rv_sort_key(item), pack(item))
         if not self._synced.is_set():
             self._reset(fresh, rv_text, list_rv)
             self._synced.set()
@@ -457,12 +489,12 @@ class Informer:
         self._broadcast(BOOKMARK, self._bookmark_object(rv_text), list_rv)
         self._notify_advanced()
 
-    def _reset(self, fresh: dict[Key, JSON], rv_text: str, list_rv: int) -> None:
+    def _reset(self, fresh: dict[Key, _Entry], rv_text: str, list_rv: int) -> None:
         self._objects = fresh
         self._history.clear()
         self._rv, self._rv_int, self._horizon = rv_text, list_rv, list_rv
 
-    def _diff(self, fresh: dict[Key, JSON], list_rv: int) -> list[_Record]:
+    def _diff(self, fresh: dict[Key, _Entry], list_rv: int) -> list[_Record]:
         """Synthetic events turning the cached state into ``fresh``, ordered by resourceVersion.
 
         Changed objects keep their own RVs.  A deleted object's true deletion revision is
@@ -474,14 +506,14 @@ class Informer:
         if list_rv < last:
             raise _Reset(f"resourceVersion went backwards ({last} -> {list_rv})")
         changes: list[_Record] = []
-        for key, obj in fresh.items():
+        for key, entry in fresh.items():
             old = self._objects.get(key)
-            if old is not None and _rv_str(old) == _rv_str(obj):
+            if old is not None and old.rv == entry.rv:
                 continue
-            rv = parse_rv(_rv_str(obj))
+            rv = entry.rv
             if not last < rv <= list_rv:
                 raise _Reset(f"object {key} changed at resourceVersion {rv}, outside ({last}, {list_rv}]")
-            changes.append(_Record(rv, ADDED if old is None else MODIFIED, obj))
+            changes.append(_Record(rv, ADDED if old is None else MODIFIED, entry.packed))
         gone_keys = [k for k in self._objects if k not in fresh]
         if gone_keys:
             used = {rec.rv for rec in changes}
@@ -494,9 +526,9 @@ class Informer:
             if len(free) < len(gone_keys):
                 raise _Reset("more deletions than revisions since the last seen resourceVersion")
             for key, rv in zip(sorted(gone_keys), free, strict=True):
-                tomb = clone(self._objects[key])
+                tomb = decode(self._objects[key].packed)
                 tomb.setdefault("metadata", {})["resourceVersion"] = str(rv)
-                changes.append(_Record(rv, DELETED, tomb))
+                changes.append(_Record(rv, DELETED, pack(tomb)))
         changes.sort(key=lambda rec: rec.rv)
         return changes
 
@@ -547,6 +579,12 @@ def _rv_sort_key(obj: JSON) -> int:
 _END = object()
 
 
+def _copy(obj: Packed | JSON) -> JSON:
+    """What a subscriber receives: its own copy of a packed object (or of a bookmark)."""
+    copy: JSON = decode(obj) if isinstance(obj, bytes) else clone(obj)
+    return copy
+
+
 class Subscription:
     """One downstream watcher: replayed events first, then live ones from a bounded buffer.
 
@@ -561,14 +599,15 @@ class Subscription:
         #: Live events at or below this RV were already covered by the replay.
         self.min_rv = 0
         self._max = queue_size
-        self._replay: deque[tuple[str, JSON]] = deque()
-        self._buf: deque[tuple[str, JSON]] = deque()
+        #: Objects packed (the cache's own bytes), bookmarks as dicts.
+        self._replay: deque[tuple[str, Packed | JSON]] = deque()
+        self._buf: deque[tuple[str, Packed | JSON]] = deque()
         self._wake = asyncio.Event()
         self._started = False
         self._done = False
         self._error: ApiError | None = None
 
-    def _offer(self, item: tuple[str, JSON]) -> bool:
+    def _offer(self, item: tuple[str, Packed | JSON]) -> bool:
         if self._done:
             return True
         if len(self._buf) >= self._max:
@@ -604,10 +643,10 @@ class Subscription:
         while True:
             if self._replay:
                 type_, obj = self._replay.popleft()
-                return {"type": type_, "object": clone(obj)}
+                return {"type": type_, "object": _copy(obj)}
             if self._buf:
                 type_, obj = self._buf.popleft()
-                return {"type": type_, "object": clone(obj)}
+                return {"type": type_, "object": _copy(obj)}
             if self._done:
                 error, self._error = self._error, None
                 if error is not None:

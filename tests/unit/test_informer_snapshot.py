@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from shared.bodies import JSON
-from shared.client.informer import Informer, without_managed_fields
+from shared.client.informer import Informer, pack, without_managed_fields
 
 
 class Source:
@@ -97,3 +97,45 @@ async def test_resource_version_zero_is_any_state_and_n_is_not_older_than_n() ->
         assert await informer.snapshot("not-a-number") is None
     finally:
         await informer.stop()
+
+
+async def test_readers_get_their_own_copies() -> None:
+    """The cache keeps objects packed: what a snapshot or a watch hands out is the reader's to change."""
+    source = Source()
+    informer = await started(source)
+    try:
+        source.write("a")
+        source.deliver()
+        snapshot = await informer.snapshot(str(source.rv))
+        assert snapshot is not None
+        snapshot[0][0]["metadata"]["name"] = "changed by a reader"
+        assert names(await informer.snapshot("0")) == ["a"]
+        assert "managedFields" not in snapshot[0][0]["metadata"], "the transform applies to what is kept"
+        subscription = informer.subscribe("0")
+        event = await anext(subscription)
+        event["object"]["metadata"]["labels"] = {"changed": "by a watcher"}
+        assert "labels" not in (await informer.snapshot("0") or ([{}], ""))[0][0]["metadata"]
+        await subscription.aclose()
+    finally:
+        await informer.stop()
+
+
+def test_a_packed_object_costs_its_encoded_size() -> None:
+    """What the cache keeps of an object is its JSON at its exact size: orjson's own output keeps the
+    buffer it grew while writing (4 KiB for this object), which would make the cache no smaller
+    than the decoded dicts it replaces."""
+    import gc
+    import tracemalloc
+
+    obj = {"metadata": {"name": "x", "namespace": "ns", "labels": {f"key-{i}": "v" * 20 for i in range(20)}},
+           "spec": {"vars": [{"name": f"var_{i}", "value": i} for i in range(20)]}}
+    size = len(pack(obj))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kept = [pack(obj) for _ in range(100)]
+        used = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(kept) == 100
+    assert used / 100 < size + 64, f"{used / 100:.0f} bytes kept per {size}-byte object"
