@@ -29,6 +29,7 @@ from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
+from shared.service import memory
 from shared.service.logs import setup_logging
 from shared.service.operator import run_operator
 
@@ -203,6 +204,7 @@ def main(description: str, component: str, wiring: Callable[[argparse.Namespace]
         extra_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level.upper())
+    memory.pin_mmap_threshold()
     logging.getLogger("kopf").setLevel(logging.WARNING)
     with asyncio.Runner(loop_factory=EVENT_LOOPS[args.event_loop]) as runner:
         runner.run(run(args, component, wiring(args)))

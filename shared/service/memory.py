@@ -1,0 +1,36 @@
+"""Give large transient buffers back to the system when they are freed.
+
+glibc's malloc serves large blocks with ``mmap``, which returns them to the system on ``free``, but it
+raises that threshold to the size of every mmapped block that is freed (up to 32 MiB on 64-bit).  After
+the first large answer (a list of 10 000 Applications is tens of MB, read from kube-apiserver and
+encoded again), blocks of that size come from the heap instead, where freed holes stay resident: the
+service's RSS then keeps the high-water mark of its largest list for good.  Pinning the threshold
+(``mallopt(M_MMAP_THRESHOLD)``, which also turns the adjustment off) keeps large blocks mmapped.
+
+No library exposes ``mallopt``, hence ctypes.  Elsewhere than glibc it is a no-op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+
+log = logging.getLogger(__name__)
+
+#: ``M_MMAP_THRESHOLD`` in glibc's malloc.h.
+M_MMAP_THRESHOLD = -3
+#: glibc's own default before any adjustment: blocks from here up are mmapped.
+MMAP_THRESHOLD = 128 * 1024
+
+
+def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Serve blocks of ``threshold`` bytes and more with mmap, always; False where malloc is not glibc's."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    mallopt = getattr(ctypes.CDLL(name), "mallopt", None)
+    if mallopt is None:
+        log.debug("no mallopt in %s: large blocks stay with the allocator's own policy", name)
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, threshold))

@@ -1,0 +1,43 @@
+"""``pin_mmap_threshold``: a large block freed goes back to the system, also after an earlier larger one.
+
+Each case runs in a fresh interpreter (malloc's thresholds are per process): one 16 MiB block is
+allocated and freed (glibc would raise its mmap threshold to 16 MiB), then 40 blocks of 1 MiB, freed
+again. Without the pin they come from the heap and stay resident; with it, they are unmapped.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = """
+import sys
+from shared.service.memory import pin_mmap_threshold
+if sys.argv[1] == "pin":
+    assert pin_mmap_threshold()
+
+def rss_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+
+big = bytearray(16 * 2**20)
+del big
+before = rss_kib()
+blocks = [b"\x01" * 2**20 for _ in range(40)]  # written, so resident
+del blocks
+print(rss_kib() - before)
+"""
+
+
+def grown_kib(mode: str) -> int:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc and /proc are Linux's")
+def test_freed_large_blocks_leave_the_process() -> None:
+    assert grown_kib("pin") < 1024
+    assert grown_kib("no-pin") > 4 * 1024, "glibc no longer raises its threshold: this test proves nothing"
