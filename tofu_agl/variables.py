@@ -11,6 +11,7 @@ acceptance checks that (see :func:`naming_problems`) before a kind is served.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -40,11 +41,14 @@ _ACRONYM_BOUNDARY = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _WORD_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")
 
 
+@functools.lru_cache(maxsize=4096)
 def to_snake_case(key: str) -> str:
     """``cidrBlock`` -> ``cidr_block``, ``HTTPPort`` -> ``http_port``, ``dbName2`` -> ``db_name2``.
 
     Hyphens become underscores (``node-count`` -> ``node_count``); snake_case input is
-    returned unchanged.
+    returned unchanged.  Memoised: the keys are a definition's property names, and every list of
+    Applications converts each of them once per object (two regex substitutions, a third of a
+    projection's time).
     """
     out = _ACRONYM_BOUNDARY.sub(r"\1_\2", key)
     out = _WORD_BOUNDARY.sub(r"\1_\2", out)

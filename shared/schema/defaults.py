@@ -6,10 +6,9 @@ a null one without ``nullable``) gets its default, and a defaulted value is defa
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from shared.bodies import JSON
+from shared.bodies import JSON, clone
 
 
 def apply_defaults(schema: JSON, value: Any) -> Any:
@@ -20,7 +19,7 @@ def apply_defaults(schema: JSON, value: Any) -> Any:
     properties have defaults yields the fully populated object, as kube-apiserver does.
     Recurses through ``properties``, ``additionalProperties`` and ``items``.
     """
-    return _default(schema, copy.deepcopy(value))
+    return _default(schema, clone(value))
 
 
 def with_spec_defaults(schema: JSON | None, obj: JSON) -> JSON:
@@ -55,7 +54,7 @@ def without_nulls(schema: JSON, value: Any) -> Any:
     """A copy of ``value`` without the nulls kube-apiserver prunes before defaulting: a declared
     property (or map value) that is null and not ``nullable`` is as good as absent.  Recurses like
     :func:`apply_defaults`; nulls the schema allows, and those in free-form values, are kept."""
-    return _without_nulls(schema, copy.deepcopy(value))
+    return _without_nulls(schema, clone(value))
 
 
 def _without_nulls(schema: Any, value: Any) -> Any:
@@ -112,7 +111,7 @@ def _default(schema: Any, value: Any) -> Any:
                 if not isinstance(sub, dict) or "default" not in sub:
                     continue
                 if key not in value or (value[key] is None and sub.get("nullable") is not True):
-                    value[key] = copy.deepcopy(sub["default"])
+                    value[key] = clone(sub["default"])
             for key, sub in props.items():
                 if key in value:
                     value[key] = _default(sub, value[key])
