@@ -483,27 +483,49 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
 
 
 def hops(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """What aggregation costs by itself: a request the service answers from memory (its group-version
-    discovery document) through kube-apiserver, vs the same kind of document kube-apiserver serves
-    itself; and a get through the service vs a direct get.  Medians of ``--rounds`` means of 200."""
+    """What aggregation costs by itself, and who spends it.
+
+    Each request kind is timed (median of ``--rounds`` means of 200) and each process's CPU time per
+    request is counted from ``/proc`` (user + system; the service, kube-apiserver, etcd): a request the
+    service answers from memory (its group-version discovery document) through kube-apiserver, the
+    same kind of document kube-apiserver serves itself, a get and a create through the service and
+    directly.  The proxied discovery request is the two extra hops alone: what a get through the
+    service costs beyond the direct get should be that, plus the service's own work."""
     stack, rounds = STACKS[name], args.rounds
     service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
     try:
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         bench = Bench(cluster, stack, service.pid, rounds)
         time.sleep(3)
+        bench.seed()
         bench.client.call("POST", bench.app_path("bench"), bench.app("bench", "hop"))
+        processes = {"service": service.pid, **cluster.pids}
         paths = {"proxied_discovery": stack.apps, "local_discovery": stack.backing,
                  "get_through_service": bench.app_path("bench", "hop"),
                  "direct_get": bench.backing_path("bench", stack.prefix + "hop")}
+        created = iter(range(10**9))
+
+        def create_through_service() -> Any:
+            return bench.client.call("POST", bench.app_path("bench"), bench.app("bench", f"h-{next(created)}"))
+
+        def create_direct() -> Any:
+            body = bench.direct_body(f"direct-h-{next(created)}", {"bench": "direct"})
+            return bench.client.call("POST", bench.backing_path("bench") + "?fieldValidation=Strict", body)
+
+        requests: dict[str, Callable[[], Any]] = {
+            key: (lambda target=path: bench.client.call("GET", target)) for key, path in paths.items()}
+        requests |= {"create_through_service": create_through_service, "create_direct": create_direct}
+        samples: dict[str, list[tuple[float, dict[str, float]]]] = {key: [] for key in requests}
+        for _ in range(rounds):
+            for key, request in requests.items():
+                before = {p: cpu_seconds(pid) for p, pid in processes.items()}
+                wall = timed(request, 200)
+                samples[key].append((wall, {p: (cpu_seconds(pid) - before[p]) / 200 for p, pid in processes.items()}))
         out: dict[str, Any] = {}
-        for key, path in paths.items():
-
-            def get(target: str = path) -> Any:
-                return bench.client.call("GET", target)
-
-            out[key + "_ms"] = round(statistics.median(timed(get, 200) for _ in range(rounds)) * 1000, 2)
-        print(f"{name} hops: {out}", flush=True)
+        for key, rounds_of in samples.items():
+            out[key] = {"ms": round(statistics.median(w for w, _ in rounds_of) * 1000, 2)} | {
+                f"{p}_cpu_ms": round(statistics.median(c[p] for _, c in rounds_of) * 1000, 2) for p in processes}
+            print(f"{name} {key:<24} {out[key]}", flush=True)
         return out
     finally:
         services.stop(cluster, stack.service)

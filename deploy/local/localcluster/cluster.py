@@ -99,6 +99,14 @@ class Cluster:
             raise ClusterError(f"cluster {self.name!r} is not running")
         return f"https://127.0.0.1:{state.api_port}"
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The process ids of kube-apiserver and etcd (for benchmarks that count their CPU time)."""
+        state = self._state()
+        if state is None:
+            raise ClusterError(f"cluster {self.name!r} is not running")
+        return {"kube-apiserver": state.api_pid, "etcd": state.etcd_pid}
+
     def is_running(self) -> bool:
         state = self._state()
         return bool(state and _alive(state.etcd_pid) and _alive(state.api_pid) and self._ready(state, timeout=2))
