@@ -426,20 +426,22 @@ class Bench:
 
 def object_cost(client: Client, path: str, module: str) -> dict[str, float]:
     """KiB per object that tracemalloc counts for the objects of ``path`` decoded by orjson and kept
-    whole, without managedFields, and as ``module``'s storage caches them (its informer's transform)."""
+    whole, without managedFields, through ``module``'s informer transform, and as its informer keeps
+    them (that transform's output, packed)."""
     import gc
     import importlib
     import tracemalloc
 
     import orjson
 
-    from shared.client.informer import without_managed_fields
+    from shared.client.informer import pack, without_managed_fields
 
     client.conn.request("GET", path, headers={"Accept": "application/json"})
     raw = client.conn.getresponse().read()
     cache_transform = importlib.import_module(f"{module}.storage").CACHE_TRANSFORM
     transforms: dict[str, Callable[[Any], Any]] = {"whole": lambda o: o, "without_managed_fields":
-                                                   without_managed_fields, "cached": cache_transform}
+                                                   without_managed_fields, "transformed": cache_transform,
+                                                   "cached (packed)": lambda o: pack(cache_transform(o))}
     cost: dict[str, float] = {}
     for label, transform in transforms.items():
         gc.collect()
