@@ -47,6 +47,21 @@ def free_port() -> int:
         return port
 
 
+def _terminate(pids: list[int], grace: float) -> None:
+    """TERM the process groups ``pids`` lead, KILL those still alive after ``grace`` seconds."""
+    for pid in pids:
+        if pid and _alive(pid):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for pid in pids:
+        while pid and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid and _alive(pid):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -273,26 +288,33 @@ class Cluster:
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
 
     def down(self, *, quiet: bool = False) -> None:
-        """Stop both processes (TERM, then KILL) and forget the ports; data stays for the next ``up``."""
+        """Stop the processes started against this cluster (the services, the Flux controllers), then
+        kube-apiserver and etcd (TERM, then KILL); data stays for the next ``up``.
+
+        Started processes go too: left running, they would retry a kube-apiserver that is gone forever,
+        and take CPU from whatever runs next on the machine (a benchmark, above all)."""
+        started = self._started_processes()
         state = self._state()
-        if state is None:
+        if state is None and not started:
             if not quiet:
                 log(f"cluster {self.name!r} is not running")
             return
-        for pid in (state.api_pid, state.etcd_pid):
-            if pid and _alive(pid):
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for pid in (state.api_pid, state.etcd_pid):
-            while pid and _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if pid and _alive(pid):
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
+        _terminate([pid for pid, _ in started], grace=15)
+        for _, record in started:
+            record.unlink(missing_ok=True)
+        if state is not None:
+            _terminate([state.api_pid, state.etcd_pid], grace=15)
         self.state_file.unlink(missing_ok=True)
         if not quiet:
             log(f"cluster {self.name!r} stopped")
+
+    def _started_processes(self) -> list[tuple[int, Path]]:
+        """(pid, record file) of what ``services`` and ``processes`` started against this cluster."""
+        found: list[tuple[int, Path]] = []
+        for record in [*self.dir.glob("services/*.json"), *self.dir.glob("processes/*.json")]:
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                found.append((int(json.loads(record.read_text())["pid"]), record))
+        return found
 
     def destroy(self) -> None:
         self.down(quiet=True)

@@ -7,10 +7,8 @@ record in the cluster's state directory (pid, port, log) is how a later ``up`` r
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -18,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster import Cluster, ClusterError, _alive
+from .cluster import Cluster, ClusterError, _alive, _terminate
 
 
 @dataclass(frozen=True)
@@ -74,14 +72,7 @@ class Process:
 
 def terminate(pid: int, grace: float) -> None:
     """TERM the process group ``pid`` leads, KILL it if it is still alive after ``grace`` seconds."""
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _alive(pid):
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+    _terminate([pid], grace)
 
 
 def _answers(url: str) -> bool:
