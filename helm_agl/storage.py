@@ -171,15 +171,13 @@ class ApplicationStorage:
         :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
         if options.continue_token:
             return None
-        snapshot = await self._informer.snapshot(options.resource_version)
+        snapshot = await self._informer.snapshot(options.resource_version, namespace)
         if snapshot is None:
             return None
         backing, rv = snapshot
         user_selector = selectors.parse_label_selector(options.label_selector)
         items = []
         for hr in backing:
-            if namespace and (hr.get("metadata") or {}).get("namespace") != namespace:
-                continue
             app = self._to_app(hr)
             if (app is not None and selectors.matches(user_selector, app["metadata"].get("labels") or {})
                     and selectors.field_matches(options.field_selector, app)):

@@ -250,9 +250,11 @@ class Informer:
 
     # ------------------------------------------------------------------ reads
 
-    async def snapshot(self, resource_version: str | None) -> tuple[list[JSON], str] | None:
-        """The cached objects (sorted by namespace and name, as kube-apiserver lists them) and the
-        resourceVersion they are current at, when kube's semantics for ``resource_version`` allow
+    async def snapshot(self, resource_version: str | None,
+                       namespace: str | None = None) -> tuple[list[JSON], str] | None:
+        """The cached objects (sorted by namespace and name, as kube-apiserver lists them; only
+        ``namespace``'s when given, the others are not even decoded) and the resourceVersion they are
+        current at, when kube's semantics for ``resource_version`` allow
         answering from the cache; None when the caller must read kube-apiserver instead.
 
         ``"0"`` means any state, so the cache answers as it is.  ``""``/None is a consistent read: the
@@ -278,7 +280,8 @@ class Informer:
                 wanted = parse_rv(await self._probe_fn())
             if not await self._reached(wanted):
                 return None
-        return [decode(entry.packed) for _, entry in sorted(self._objects.items())], self._rv
+        return [decode(entry.packed) for (object_namespace, _), entry in sorted(self._objects.items())
+                if not namespace or object_namespace == namespace], self._rv
 
     async def _reached(self, rv: int) -> bool:
         """Whether the cache reaches ``rv`` within ``catch_up`` seconds."""

@@ -21,10 +21,10 @@ class Source:
         self.pending: list[JSON] = []
         self.events: asyncio.Queue[JSON] = asyncio.Queue()
 
-    def write(self, name: str, *, relevant: bool = True) -> None:
+    def write(self, name: str, *, relevant: bool = True, namespace: str = "ns") -> None:
         self.rv += 1
         if relevant:
-            meta = {"name": name, "namespace": "ns", "resourceVersion": str(self.rv),
+            meta = {"name": name, "namespace": namespace, "resourceVersion": str(self.rv),
                     "managedFields": [{"manager": "kubectl"}]}
             self.pending.append({"type": "ADDED", "object": {"metadata": meta}})
 
@@ -95,6 +95,21 @@ async def test_resource_version_zero_is_any_state_and_n_is_not_older_than_n() ->
         source.deliver()
         assert names(await informer.snapshot(str(source.rv))) == ["a"]
         assert await informer.snapshot("not-a-number") is None
+    finally:
+        await informer.stop()
+
+
+async def test_a_namespace_snapshot_holds_that_namespace_only() -> None:
+    """A namespaced list is answered from the objects of its namespace; the others stay packed."""
+    source = Source()
+    informer = await started(source)
+    try:
+        source.write("b", namespace="other")
+        source.write("a")
+        source.deliver()
+        snapshot = await informer.snapshot(str(source.rv), "other")
+        assert snapshot is not None and [o["metadata"]["namespace"] for o in snapshot[0]] == ["other"]
+        assert names(await informer.snapshot("0")) == ["a", "b"]
     finally:
         await informer.stop()
 
