@@ -168,6 +168,16 @@ def assert_same_refusal(mine: tuple[int, Any], theirs: tuple[int, Any], code: in
     assert (mine[1].get("details") or {}).get("causes") == (theirs[1].get("details") or {}).get("causes")
 
 
+def assert_update_refused(ours: Target, oracle: Target, namespace: str, name: str, patch: JSON, code: int) -> None:
+    """A merge patch refused alike by both, leaving the backing object as it was."""
+    before = ours.backing(namespace, name)
+    mine, theirs = both(ours, oracle, lambda t: t.patch(namespace, name, patch))
+    assert_same_refusal(mine, theirs, code)
+    after = ours.backing(namespace, name)
+    assert before is not None and after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
 def assert_delete_refused(ours: Target, oracle: Target, namespace: str, name: str, code: int) -> None:
     """A delete (dry-run, then real) refused alike by both, leaving the backing object as it was."""
     before = ours.backing(namespace, name)
