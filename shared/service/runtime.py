@@ -204,7 +204,11 @@ def main(description: str, component: str, wiring: Callable[[argparse.Namespace]
         extra_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level.upper())
-    memory.pin_mmap_threshold()
+    if memory.pin_mmap_threshold():
+        log.info("large blocks are mmapped, and leave the process when freed",
+                 extra={"mmap_threshold_bytes": memory.MMAP_THRESHOLD})
+    else:
+        log.info("the allocator is not glibc's: large freed blocks follow its own policy")
     logging.getLogger("kopf").setLevel(logging.WARNING)
     with asyncio.Runner(loop_factory=EVENT_LOOPS[args.event_loop]) as runner:
         runner.run(run(args, component, wiring(args)))
