@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,18 @@ def wait_for(check: Any, what: str, timeout: float = 30, interval: float = 0.25)
             last = exc
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+_REQUESTS = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
+
+
+def served_requests(cluster: Cluster, group: str, resource: str) -> Counter[str]:
+    """Requests kube-apiserver served so far for ``resource`` of ``group`` (``apiserver_request_total``), by verb."""
+    counts: Counter[str] = Counter()
+    for match in _REQUESTS.finditer(kubectl(cluster, "get", "--raw", "/metrics").stdout):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if (labels.get("group"), labels.get("resource"), labels.get("subresource")) == (group, resource, ""):
+            counts[labels["verb"]] += int(float(match["value"]))
+    # A cache's watch may be renewed at any time; it is not per request.
+    del counts["WATCH"]
+    return counts

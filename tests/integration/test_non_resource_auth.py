@@ -1,4 +1,5 @@
-"""/metrics and /openapi/* are authorized like kube-apiserver's own non-resource paths, in both services.
+"""/metrics and /openapi/* are authorized like kube-apiserver's own non-resource paths, in both services;
+and the privileged group is allowed without asking, as kube-apiserver allows it.
 
 The oracle is kube-apiserver itself: the same user asking kube-apiserver's own ``/metrics`` gets
 the same 403 Status, and RBAC's ``nonResourceURLs`` grant both alike.  Identities reach the
@@ -23,9 +24,10 @@ import yaml
 from localcluster import services
 from localcluster.cluster import Cluster
 
-from tests.kube import Api, kubectl, load_fixture, wait_for
+from tests.kube import Api, kubectl, load_fixture, served_requests, wait_for
 
 PATHS = ("/metrics", "/openapi/v2", "/openapi/v3")
+FIXTURES = {"helm-agl": "redis.yaml", "tofu-agl": "vpc.yaml"}
 NAMESPACE = "agl-nonresource"
 
 
@@ -148,7 +150,7 @@ def test_service_account_token_scrapes_metrics(control_plane: Cluster, port: int
 def test_kube_apiserver_aggregates_the_openapi(control_plane: Cluster, service: services.Running) -> None:
     """kube-apiserver fetched the service's OpenAPI as system:aggregator: its merged v2 document has the kind."""
     group = service.service.group
-    fixture = {"helm-agl": "redis.yaml", "tofu-agl": "vpc.yaml"}[service.service.name]
+    fixture = FIXTURES[service.service.name]
     kubectl(control_plane, "apply", "-f", "-", input=json.dumps(load_fixture(fixture)))
 
     def aggregated() -> bool:
@@ -156,3 +158,30 @@ def test_kube_apiserver_aggregates_the_openapi(control_plane: Cluster, service: 
         return any(path.startswith(f"/apis/{group}/") for path in v2["paths"])
 
     wait_for(aggregated, f"kube-apiserver to aggregate the OpenAPI of {group}", timeout=120, interval=2)
+
+
+def test_privileged_group_is_allowed_without_a_review(
+        control_plane: Cluster, service: services.Running, front_proxy: tuple[Path, Path]) -> None:
+    """kube-apiserver allows ``system:masters`` ahead of RBAC and webhooks, so asking it is a kube call whose answer
+    is known (the generic apiserver's delegating authorizer skips it too). Counted by kube-apiserver: gets of names
+    never asked about cost a SubjectAccessReview each for another user, and none for the privileged group."""
+    definition = load_fixture(FIXTURES[service.service.name])
+    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition))
+    kind = f"/apis/{service.service.group}/v1alpha1/namespaces/default/{definition['spec']['application']['plural']}"
+    root, mallory = as_user("root", "system:masters"), as_user("mallory", "system:authenticated")
+    wait_for(lambda: call(service.port, f"{kind}/warm-up", cert=front_proxy, headers=root)[0] == 404,
+             "the kind to be served")
+
+    def reviews() -> int:
+        return served_requests(control_plane, "authorization.k8s.io", "subjectaccessreviews")["POST"]
+
+    def spent(user: dict[str, str], expected: int, prefix: str) -> int:
+        before = reviews()
+        for n in range(20):
+            code, body = call(service.port, f"{kind}/{prefix}-{n}", cert=front_proxy, headers=user)
+            assert code == expected, (code, body)
+        return reviews() - before
+
+    assert spent(mallory, 403, "unreviewed") >= 20
+    # Not 0: kube-apiserver fetches the services' OpenAPI in the background as another user, which is reviewed.
+    assert spent(root, 404, "unreviewed-too") < 5

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ import pytest
 from localcluster.cluster import Cluster
 
 from tests import webhooks
-from tests.kube import get_json, kubectl, load_fixture, wait_for
+from tests.kube import get_json, kubectl, load_fixture, served_requests, wait_for
 
 #: Patches of each chosen backing object that the webhook denies before it lets one through.
 REJECTIONS = 3
@@ -206,21 +205,6 @@ def test_rejected_rollout_is_retried_until_every_instance_has_it(
         kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")
 
 
-_REQUESTS = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
-
-
-def _requests(cluster: Cluster, group: str, resource: str) -> Counter[str]:
-    """Requests kube-apiserver served so far for ``resource`` of ``group``, by verb."""
-    counts: Counter[str] = Counter()
-    for match in _REQUESTS.finditer(kubectl(cluster, "get", "--raw", "/metrics").stdout):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
-        if (labels.get("group"), labels.get("resource"), labels.get("subresource")) == (group, resource, ""):
-            counts[labels["verb"]] += int(float(match["value"]))
-    # A cache's watch may be renewed at any time; it is not per request.
-    del counts["WATCH"]
-    return counts
-
-
 @pytest.mark.parametrize("stack", [HELM, TOFU], ids=["helm", "tofu"])
 def test_creates_and_rollout_cost_one_write_per_instance(
         control_plane: Cluster, stack: Stack, request: pytest.FixtureRequest) -> None:
@@ -249,24 +233,24 @@ def test_creates_and_rollout_cost_one_write_per_instance(
                                            "--cached=false").stdout, f"{plural} served", timeout=60)
         wait_for(lambda: rolled_out(get_json(control_plane, stack.definitions, name)["metadata"]["generation"]),
                  "the first rollout")
-        before = _requests(control_plane, stack.backing_group, stack.backing_plural)
+        before = served_requests(control_plane, stack.backing_group, stack.backing_plural)
         apps = [{"apiVersion": f"{stack.app_group}/v1alpha1", "kind": defn["spec"]["application"]["kind"],
                  "metadata": {"name": i, "namespace": namespace}, "spec": SPECS[stack.service_fixture]}
                 for i in instances]
         for app in apps:
             kubectl(control_plane, "create", "-f", "-", input=json.dumps(app))
         wait_for(lambda: created_events() == len(instances), "a Created event per instance")
-        assert _requests(control_plane, stack.backing_group, stack.backing_plural) - before == Counter(
+        assert served_requests(control_plane, stack.backing_group, stack.backing_plural) - before == Counter(
             {"POST": len(instances)})
 
-        before = _requests(control_plane, stack.backing_group, stack.backing_plural)
+        before = served_requests(control_plane, stack.backing_group, stack.backing_plural)
         changed = copy.deepcopy(defn)
         changed["spec"]["release"]["labels"] = {**defn["spec"]["release"]["labels"], "rollout": "two"}
         kubectl(control_plane, "apply", "-f", "-", input=json.dumps(changed))
         generation = get_json(control_plane, stack.definitions, name)["metadata"]["generation"]
         progress = wait_for(lambda: rolled_out(generation), "status.rollout complete", timeout=60)
         assert (progress["instances"], progress["rolledOut"]) == (len(instances),) * 2
-        spent = _requests(control_plane, stack.backing_group, stack.backing_plural) - before
+        spent = served_requests(control_plane, stack.backing_group, stack.backing_plural) - before
         assert spent == Counter({"PATCH": len(instances), "LIST": 1}), spent
     finally:
         kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 
@@ -10,6 +11,7 @@ import pytest
 from shared.api import errors
 from shared.api.rest import User
 from shared.security.authz import Attributes, Authorizer, NonResourceAttributes, ResourceAttributes, review_body
+from shared.service import runtime
 
 ALICE = User("alice", ("devs",), {"scopes": ("a",)})
 GET = ResourceAttributes("get", "apps.example.io", "v1alpha1", "things", "ns", "a")
@@ -181,3 +183,31 @@ async def test_resource_and_path_decisions_never_share_a_cache_entry() -> None:
     assert not await authz.authorize(ALICE, ResourceAttributes("get", "", "v1", "/metrics"))
     assert await authz.authorize(ALICE, path)  # cached under its own key
     assert len(review.calls) == 2
+
+
+async def test_the_privileged_group_is_allowed_without_a_review() -> None:
+    review = FakeReview(set())
+    authz = Authorizer(review, clock=Clock())
+    root = User("root", ("system:authenticated", "system:masters"))
+    assert await authz.authorize(root, GET)
+    assert await authz.authorize(root, NonResourceAttributes("/metrics"))
+    assert review.calls == [] and len(authz) == 0
+    # Any other group is reviewed, and denied here.
+    assert not await authz.authorize(User("root", ("system:authenticated", "masters")), GET)
+    assert len(review.calls) == 1
+
+
+async def test_cleared_privileged_groups_review_everyone() -> None:
+    review = FakeReview(set())
+    authz = Authorizer(review, clock=Clock(), always_allow_groups=())
+    assert not await authz.authorize(User("root", ("system:masters",)), GET)
+    assert len(review.calls) == 1
+
+
+def test_the_flag_sets_or_clears_the_privileged_groups() -> None:
+    parser = argparse.ArgumentParser()
+    runtime.common_arguments(parser)
+    assert parser.parse_args([]).authorization_always_allow_groups == ("system:masters",)
+    assert parser.parse_args(["--authorization-always-allow-groups="]).authorization_always_allow_groups == ()
+    assert parser.parse_args(["--authorization-always-allow-groups", "a, b"]).authorization_always_allow_groups \
+        == ("a", "b")
