@@ -1,5 +1,6 @@
-"""Give large transient buffers back to the system when they are freed.
+"""Memory policy of a service process: large buffers leave when freed; startup objects leave the collector's sight.
 
+**Large blocks.**
 glibc's malloc serves large blocks with ``mmap``, which returns them to the system on ``free``, but it
 raises that threshold to the size of every mmapped block that is freed (up to 32 MiB on 64-bit).  After
 the first large answer (a list of 10 000 Applications is tens of MB, read from kube-apiserver and
@@ -8,12 +9,20 @@ service's RSS then keeps the high-water mark of its largest list for good.  Pinn
 (``mallopt(M_MMAP_THRESHOLD)``, which also turns the adjustment off) keeps large blocks mmapped.
 
 No library exposes ``mallopt``, hence ctypes.  Elsewhere than glibc it is a no-op.
+
+**The collector.**  A full (oldest-generation) collection traverses every object the collector tracks, and
+about 90 000 of a service's exist from start to exit: modules, classes, functions, the wiring.  Each full
+collection took 40-75 ms on the 2-core benchmark machine, and a large list (thousands of transient dicts
+surviving the young collections) triggers one: helm_agl paused 17 times, 1.03 s in all, during a 79 s
+benchmark run.  Frozen once the service is up (``gc.freeze``: the permanent generation, never traversed),
+the same run paused 67 ms in full collections, at most 9 ms at a time.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 
 log = logging.getLogger(__name__)
@@ -34,3 +43,14 @@ def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
         log.debug("no mallopt in %s: large blocks stay with the allocator's own policy", name)
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+
+
+def freeze_startup_objects() -> int:
+    """Collect once, then move every object alive now out of the collector's traversals; returns how many.
+
+    Call it when the service is up, so that what is frozen is what lives until exit; an object frozen
+    that later dies is still freed by its reference count (only a cycle among such objects would stay).
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

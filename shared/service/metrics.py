@@ -8,11 +8,14 @@ server owns its registry: several servers (or tests) in one process never collid
 
 from __future__ import annotations
 
+import gc
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -28,9 +31,12 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None, *, process: bool = True) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         if process:
-            # RSS and CPU of the service (benchmark B3 reads the RSS).
+            # RSS and CPU of the service (benchmark B3 reads the RSS), and its garbage collector.
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
+            Gauge("python_gc_frozen_objects", "Objects in the collector's permanent generation (gc.freeze): "
+                  "never traversed by a collection.", registry=self.registry).set_function(gc.get_freeze_count)
         self.requests = Counter(
             "apiserver_request_total",
             "Requests served, by verb, group, resource and HTTP code.",

@@ -141,6 +141,13 @@ def _trust(config: authn.RequestHeaderConfig, authenticator: authn.FrontProxyAut
     authenticator.config = config
 
 
+async def _freeze_when_ready(ready: asyncio.Event) -> None:
+    """Once serving and reconciling, freeze what the start built (see :mod:`shared.service.memory`)."""
+    await ready.wait()
+    log.info("startup objects frozen: full collections no longer traverse them",
+             extra={"frozen_objects": memory.freeze_startup_objects()})
+
+
 async def _logged(task: Callable[[], Awaitable[None]]) -> None:
     """Run a background coroutine; a crash is logged (the service keeps serving) instead of lost."""
     try:
@@ -181,6 +188,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     background = [asyncio.create_task(_logged(task)) for task in [*wiring.tasks, serving.watch_files]]
+    background.append(asyncio.create_task(_logged(lambda: _freeze_when_ready(operator_ready))))
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
     try:

@@ -12,12 +12,8 @@ working: ``kubectl explain`` depends on it (its tests are in each stack's module
 from __future__ import annotations
 
 import json
-import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -25,27 +21,11 @@ from localcluster import services
 from localcluster.cluster import Cluster
 
 from tests.kube import Api, kubectl, load_fixture, served_requests, wait_for
+from tests.kube import call_service as call
 
 PATHS = ("/metrics", "/openapi/v2", "/openapi/v3")
 FIXTURES = {"helm-agl": "redis.yaml", "tofu-agl": "vpc.yaml"}
 NAMESPACE = "agl-nonresource"
-
-
-def call(port: int, path: str, *, cert: tuple[Path, Path] | None = None, headers: dict[str, str] | None = None
-         ) -> tuple[int, Any]:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    if cert is not None:
-        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
-    req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers={"Accept": "application/json",
-                                                                              **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        return int(exc.code), json.loads(raw) if raw.startswith(b"{") else raw.decode()
 
 
 @pytest.fixture(scope="module", params=["helm", "tofu"])

@@ -1,4 +1,5 @@
-"""``pin_mmap_threshold``: a large block freed goes back to the system, also after an earlier larger one.
+"""``shared.service.memory``. ``pin_mmap_threshold``: a large block freed goes back to the system, also after an
+earlier larger one. ``freeze_startup_objects``: what lives at start leaves the collector's traversals.
 
 Each case runs in a fresh interpreter (malloc's thresholds are per process): one 16 MiB block is
 allocated and freed (glibc would raise its mmap threshold to 16 MiB), then 40 blocks of 1 MiB, freed
@@ -41,3 +42,25 @@ def grown_kib(mode: str) -> int:
 def test_freed_large_blocks_leave_the_process() -> None:
     assert grown_kib("pin") < 1024
     assert grown_kib("no-pin") > 4 * 1024, "glibc no longer raises its threshold: this test proves nothing"
+
+
+FREEZE = """
+import gc
+from shared.service.memory import freeze_startup_objects
+
+class Wiring:
+    pass
+
+before = Wiring()
+frozen = freeze_startup_objects()
+after = Wiring()
+tracked = {id(o) for o in gc.get_objects()}
+print(frozen == gc.get_freeze_count() > 10_000, id(before) in tracked, id(after) in tracked)
+"""
+
+
+def test_objects_alive_at_the_freeze_are_no_longer_traversed() -> None:
+    """In a fresh interpreter (the freeze is per process): what existed is out of every generation the collector
+    walks, what comes after is not."""
+    done = subprocess.run([sys.executable, "-c", FREEZE], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False", "True"], done.stdout
