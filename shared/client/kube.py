@@ -6,9 +6,10 @@ is carried through as an :class:`shared.api.errors.ApiError` -- a 422 from the b
 reaches our client as a 422 with the same causes, a 409 stays a 409 -- and a kube-apiserver that
 cannot be reached becomes a 503 with ``Retry-After`` instead of a hang.
 
-Transport, TLS and authentication come from ``kubernetes_asyncio``'s ``ApiClient``; the request
-methods are built directly on ``ApiClient.call_api`` rather than on the generated
-``CustomObjectsApi`` methods, because those generated methods lose data in ways that matter here:
+Transport, TLS and authentication come from ``kubernetes_asyncio``'s ``ApiClient`` (its aiohttp session,
+proxy settings, default headers and credential hooks); each request is sent on that session by
+:func:`send` rather than through the generated ``CustomObjectsApi`` methods, because those generated
+methods lose data in ways that matter here:
 ``create`` maps only HTTP 201 (a dry-run create answers 200 and would return ``None``),
 ``delete`` maps only 200 (a graceful delete answers 202), and ``patch`` sends
 ``application/json`` for a dict body, which kube-apiserver rejects with 415.  Building the path
@@ -23,7 +24,7 @@ import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import orjson
@@ -218,6 +219,56 @@ def _retry_after(details: Mapping[str, Any], headers: Mapping[str, str] | None) 
 # --------------------------------------------------------------------------- raw requests
 
 
+async def send(
+    api: kclient.ApiClient,
+    method: str,
+    path: str,
+    query: Iterable[tuple[str, str]] = (),
+    *,
+    headers: Mapping[str, str],
+    body: Any = None,
+    limits: aiohttp.ClientTimeout,
+) -> aiohttp.ClientResponse:
+    """One HTTP request on ``api``'s own session, proxy and credentials; the response is not read.
+
+    What ``ApiClient.call_api`` does for a JSON request, without what costs CPU on every kube call and
+    does nothing for plain dicts: its recursive walk of the body (``sanitize_for_serialization``),
+    parameter tuples, the json module's encoder and the requoting of an already encoded URL (about
+    8 % of a rollout's service CPU; ``docs/perf/README.md``, round 5).  Written here because
+    kubernetes_asyncio has no lower entry point that keeps its per-request credential hook
+    (``update_params_for_auth``, which refreshes a rotated token).  ``path`` is encoded (see
+    :meth:`GVR.path`); a body is sent as given when bytes, else as its JSON; ``limits`` bound the request
+    (aiohttp's own timeouts, which also cover a watch's silent connection).
+    """
+    params = list(query)
+    sent = {**api.default_headers, **headers}
+    await api.update_params_for_auth(sent, params, ["BearerToken"])
+    url = URL((api.configuration.host or "") + path + (f"?{urlencode(params)}" if params else ""), encoded=True)
+    rest = api.rest_client
+    options: dict[str, Any] = {}
+    if rest.proxy:
+        options["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        options["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        options["server_hostname"] = rest.server_hostname
+    data = None if body is None or method in ("GET", "HEAD") else encode_body(body)
+    response: aiohttp.ClientResponse = await rest.pool_manager.request(
+        method, url, headers=sent, data=data, timeout=limits, **options)
+    return response
+
+
+def encode_body(body: Any) -> bytes:
+    """A request body: bytes as given, anything else as JSON (the json module for integers beyond 64 bits,
+    which orjson refuses and a user's spec may hold)."""
+    if isinstance(body, bytes):
+        return body
+    try:
+        return orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return json.dumps(body).encode()
+
+
 async def request_json(
     api: kclient.ApiClient,
     method: str,
@@ -235,20 +286,11 @@ async def request_json(
     """
     headers = {"Accept": "application/json", "Content-Type": content_type}
     try:
-        # Unparsed: the generated client would decode with the json module and then walk the result
-        # again to "deserialize" it; orjson decodes several times faster and shares the keys it
-        # decodes across objects (less memory for what the informers keep).
-        resp: aiohttp.ClientResponse = await api.call_api(
-            path,
-            method,
-            path_params={},
-            query_params=list(query),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=request_timeout),
-        )
+        # Decoded here, with orjson: several times faster than the generated client's json module and
+        # "deserialize" walk, and it shares the keys it decodes across objects (less memory for what
+        # the informers keep).
+        resp = await send(api, method, path, query, headers=headers, body=body,
+                          limits=aiohttp.ClientTimeout(total=request_timeout))
         try:
             raw = await resp.read()
         finally:
@@ -463,16 +505,9 @@ class ObjectClient:
             total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=seconds + WATCH_READ_SLACK
         )
         try:
-            resp: aiohttp.ClientResponse = await self.api.call_api(
-                self.gvr.path(namespace),
-                "GET",
-                path_params={},
-                query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=timeout,
-            )
+            resp = await send(self.api, "GET", self.gvr.path(namespace), query,
+                              headers={"Accept": "application/json", "Content-Type": "application/json"},
+                              limits=timeout)
         except ApiException as exc:
             raise from_api_exception(exc) from exc
         except NETWORK_ERRORS as exc:

@@ -20,7 +20,15 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from shared.api.errors import ApiError
-from shared.client.kube import GVR, ObjectClient, from_api_exception, settle_environment, status_error, to_api_error
+from shared.client.kube import (
+    GVR,
+    ObjectClient,
+    encode_body,
+    from_api_exception,
+    settle_environment,
+    status_error,
+    to_api_error,
+)
 
 GVR_APPDEF = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
 GVR_HR = GVR("helm.toolkit.fluxcd.io", "v2", "helmreleases")
@@ -311,3 +319,11 @@ async def test_proxy_comes_from_the_environment_once(recorder: Fake, monkeypatch
         await api.close()
         if bypassed is not None:
             await bypassed.close()
+
+
+def test_request_bodies_are_json_whatever_their_integers() -> None:
+    """orjson encodes the usual body; an integer beyond 64 bits, which a user's spec may hold and kube-apiserver
+    accepts, still goes out (the json module); bytes go as given."""
+    assert encode_body({"spec": {"replicas": 3}}) == b'{"spec":{"replicas":3}}'
+    assert json.loads(encode_body({"n": 2**70})) == {"n": 2**70}
+    assert encode_body(b"raw") == b"raw"
