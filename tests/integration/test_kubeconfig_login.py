@@ -28,6 +28,8 @@ import yaml
 from localcluster import processes, services
 from localcluster.cluster import Cluster, free_port
 
+from shared.api.errors import ApiError
+from shared.client import credentials, kube
 from tests.kube import kubectl, load_fixture, wait_for
 
 GROUP, VERSION = "apps.cozystack.io", "v1alpha1"
@@ -184,3 +186,26 @@ def test_the_client_reads_no_netrc_per_request(control_plane: Cluster, helm_serv
         os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets a waiting writer go
         processes.terminate(proc.pid, grace=10)
         kubectl(control_plane, "delete", "redis", "netrc-probe", "-n", NAMESPACE, "--ignore-not-found")
+
+
+async def test_each_kube_request_carries_the_current_token(control_plane: Cluster, token: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A projected token is renewed in place; the very next kube request, and the next watch, send the new one:
+    the credential hook runs per request on the service's own request path (``kube.send``)."""
+    config = write_kubeconfig(control_plane, tmp_path, "tokenFile", "not-a-token")
+    monkeypatch.setattr(credentials, "TOKEN_FILE_PERIOD", 0.0)
+    api = await kube.api_client(str(config))
+    namespaces = kube.ObjectClient(api, kube.GVR("", "v1", "namespaces"))
+    try:
+        with pytest.raises(ApiError) as refused:
+            await namespaces.get(None, NAMESPACE)
+        assert refused.value.code == 503 and "rejected the service's credentials" in refused.value.message
+        (tmp_path / "token").write_text(token + "\n")
+        assert (await namespaces.get(None, NAMESPACE))["metadata"]["name"] == NAMESPACE
+        (tmp_path / "token").write_text("not-a-token-either\n")
+        with pytest.raises(ApiError) as refused:
+            async for _ in namespaces.watch(timeout_seconds=1):
+                pass
+        assert refused.value.code == 503, refused.value
+    finally:
+        await api.close()
