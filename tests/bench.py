@@ -1,7 +1,7 @@
 """Benchmarks of SPEC §8 for both services, reported as ratios against the direct operation in the same run.
 
-``nox -s bench [-- --stacks helm_agl --rounds 3]`` starts a cluster named ``bench`` and, for each service in
-turn, the service and one sample kind, and measures:
+``nox -s bench [-- --stacks helm_agl --rounds 3]`` starts, for each service in turn, a new cluster named
+``bench``, the service and one sample kind, and measures:
 
 - B1 create / get / list of 1000 Applications through aggregation vs the same on the backing objects directly;
 - B2 rolling a definition change out to 1000 instances vs a raw patch loop with the same concurrency (8);

@@ -30,7 +30,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Benchmarks (SPEC §8)",
         "",
-        "`nox -s bench` starts a cluster of its own (`bench`) and, one service at a time, the service and one sample",
+        "`nox -s bench` starts, one service at a time, a new cluster of its own (`bench`), the service and one sample",
         "kind (helm_agl: `Redis`, tofu_agl: `VPC`), and measures each operation through the aggregated API against the",
         "same operation on the backing object directly **in the same run**, interleaved round by round; the ratio is",
         "what matters. Each figure is the **median of the rounds' ratios** with their range; what one round averages",
