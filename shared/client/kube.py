@@ -245,13 +245,8 @@ async def send(
     await api.update_params_for_auth(sent, params, ["BearerToken"])
     url = URL((api.configuration.host or "") + path + (f"?{urlencode(params)}" if params else ""), encoded=True)
     rest = api.rest_client
-    options: dict[str, Any] = {}
-    if rest.proxy:
-        options["proxy"] = rest.proxy
-    if rest.proxy_headers:
-        options["proxy_headers"] = rest.proxy_headers
-    if rest.server_hostname:
-        options["server_hostname"] = rest.server_hostname
+    settings = (("proxy", rest.proxy), ("proxy_headers", rest.proxy_headers), ("server_hostname", rest.server_hostname))
+    options: dict[str, Any] = {name: value for name, value in settings if value}
     data = None if body is None or method in ("GET", "HEAD") else encode_body(body)
     response: aiohttp.ClientResponse = await rest.pool_manager.request(
         method, url, headers=sent, data=data, timeout=limits, **options)
