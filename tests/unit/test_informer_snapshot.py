@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
+
 from shared.bodies import JSON
 from shared.client.informer import Informer, pack, without_managed_fields
 
@@ -44,12 +46,20 @@ class Source:
         return str(self.rv)
 
 
-async def started(source: Source) -> Informer:
+@pytest.fixture
+def source() -> Source:
+    return Source()
+
+
+@pytest.fixture
+async def informer(source: Source) -> AsyncIterator[Informer]:
+    """Synced on ``source``, stopped after the test."""
     informer = Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
                         transform=without_managed_fields, catch_up=0.2, name="things")
     informer.start()
     await informer.wait_synced()
-    return informer
+    yield informer
+    await informer.stop()
 
 
 def names(snapshot: tuple[list[JSON], str] | None) -> list[str]:
@@ -57,82 +67,58 @@ def names(snapshot: tuple[list[JSON], str] | None) -> list[str]:
     return [obj["metadata"]["name"] for obj in snapshot[0]]
 
 
-async def test_a_consistent_read_waits_for_an_event_in_flight() -> None:
-    source = Source()
-    informer = await started(source)
-    try:
-        source.write("b")
-        source.write("a")
-        asyncio.get_running_loop().call_later(0.05, source.deliver)
-        snapshot = await informer.snapshot("")
-        assert names(snapshot) == ["a", "b"]
-        assert snapshot is not None and snapshot[1] == str(source.rv)
-        assert "managedFields" not in snapshot[0][0]["metadata"]
-    finally:
-        await informer.stop()
+async def test_a_consistent_read_waits_for_an_event_in_flight(source: Source, informer: Informer) -> None:
+    source.write("b")
+    source.write("a")
+    asyncio.get_running_loop().call_later(0.05, source.deliver)
+    snapshot = await informer.snapshot("")
+    assert names(snapshot) == ["a", "b"]
+    assert snapshot is not None and snapshot[1] == str(source.rv)
+    assert "managedFields" not in snapshot[0][0]["metadata"]
 
 
-async def test_a_consistent_read_declines_when_the_cache_cannot_prove_it_is_current() -> None:
-    source = Source()
-    informer = await started(source)
-    try:
-        source.write("a")
-        assert await informer.snapshot("") is None, "the event is not delivered: the cache must not answer"
-        source.deliver()
-        source.write("elsewhere", relevant=False)
-        assert await informer.snapshot("") is None, "a later revision it never sees: kube must answer"
-    finally:
-        await informer.stop()
+async def test_a_consistent_read_declines_when_the_cache_cannot_prove_it_is_current(
+        source: Source, informer: Informer) -> None:
+    source.write("a")
+    assert await informer.snapshot("") is None, "the event is not delivered: the cache must not answer"
+    source.deliver()
+    source.write("elsewhere", relevant=False)
+    assert await informer.snapshot("") is None, "a later revision it never sees: kube must answer"
 
 
-async def test_resource_version_zero_is_any_state_and_n_is_not_older_than_n() -> None:
-    source = Source()
-    informer = await started(source)
-    try:
-        source.write("a")
-        assert names(await informer.snapshot("0")) == []
-        assert await informer.snapshot(str(source.rv)) is None
-        source.deliver()
-        assert names(await informer.snapshot(str(source.rv))) == ["a"]
-        assert await informer.snapshot("not-a-number") is None
-    finally:
-        await informer.stop()
+async def test_resource_version_zero_is_any_state_and_n_is_not_older_than_n(source: Source, informer: Informer) -> None:
+    source.write("a")
+    assert names(await informer.snapshot("0")) == []
+    assert await informer.snapshot(str(source.rv)) is None
+    source.deliver()
+    assert names(await informer.snapshot(str(source.rv))) == ["a"]
+    assert await informer.snapshot("not-a-number") is None
 
 
-async def test_a_namespace_snapshot_holds_that_namespace_only() -> None:
+async def test_a_namespace_snapshot_holds_that_namespace_only(source: Source, informer: Informer) -> None:
     """A namespaced list is answered from the objects of its namespace; the others stay packed."""
-    source = Source()
-    informer = await started(source)
-    try:
-        source.write("b", namespace="other")
-        source.write("a")
-        source.deliver()
-        snapshot = await informer.snapshot(str(source.rv), "other")
-        assert snapshot is not None and [o["metadata"]["namespace"] for o in snapshot[0]] == ["other"]
-        assert names(await informer.snapshot("0")) == ["a", "b"]
-    finally:
-        await informer.stop()
+    source.write("b", namespace="other")
+    source.write("a")
+    source.deliver()
+    snapshot = await informer.snapshot(str(source.rv), "other")
+    assert snapshot is not None and [o["metadata"]["namespace"] for o in snapshot[0]] == ["other"]
+    assert names(await informer.snapshot("0")) == ["a", "b"]
 
 
-async def test_readers_get_their_own_copies() -> None:
+async def test_readers_get_their_own_copies(source: Source, informer: Informer) -> None:
     """The cache keeps objects packed: what a snapshot or a watch hands out is the reader's to change."""
-    source = Source()
-    informer = await started(source)
-    try:
-        source.write("a")
-        source.deliver()
-        snapshot = await informer.snapshot(str(source.rv))
-        assert snapshot is not None
-        snapshot[0][0]["metadata"]["name"] = "changed by a reader"
-        assert names(await informer.snapshot("0")) == ["a"]
-        assert "managedFields" not in snapshot[0][0]["metadata"], "the transform applies to what is kept"
-        subscription = informer.subscribe("0")
-        event = await anext(subscription)
-        event["object"]["metadata"]["labels"] = {"changed": "by a watcher"}
-        assert "labels" not in (await informer.snapshot("0") or ([{}], ""))[0][0]["metadata"]
-        await subscription.aclose()
-    finally:
-        await informer.stop()
+    source.write("a")
+    source.deliver()
+    snapshot = await informer.snapshot(str(source.rv))
+    assert snapshot is not None
+    snapshot[0][0]["metadata"]["name"] = "changed by a reader"
+    assert names(await informer.snapshot("0")) == ["a"]
+    assert "managedFields" not in snapshot[0][0]["metadata"], "the transform applies to what is kept"
+    subscription = informer.subscribe("0")
+    event = await anext(subscription)
+    event["object"]["metadata"]["labels"] = {"changed": "by a watcher"}
+    assert "labels" not in (await informer.snapshot("0") or ([{}], ""))[0][0]["metadata"]
+    await subscription.aclose()
 
 
 def test_a_packed_object_costs_its_encoded_size() -> None:
