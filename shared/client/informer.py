@@ -27,18 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import NamedTuple
 
-import orjson
-
 from shared.api import errors
 from shared.api.errors import ApiError
-from shared.bodies import JSON, clone
+from shared.bodies import JSON, clone, dumps
 from shared.client.kube import ObjectClient, decode
 
 Key = tuple[str, str]
@@ -75,15 +72,11 @@ def pack(obj: JSON) -> Packed:
     Decoded JSON costs 3-4 times its encoded size in Python objects (a dict of a few keys is a few
     hundred bytes); a cache of 10 000 backing objects is mostly that.  Every read decodes a fresh
     copy (orjson, a few microseconds an object), which also frees readers from the "do not mutate"
-    rule a shared dict would impose.  json is the fallback for what orjson refuses (integers beyond
-    64 bits, which kube-apiserver accepts in a user's spec).
+    rule a shared dict would impose.
     """
-    try:
-        # orjson's bytes keep the buffer it grew while writing (4 KiB for a 1.4 KB object): the cache
-        # keeps an exact-size copy.
-        return bytes(memoryview(orjson.dumps(obj)))
-    except TypeError:
-        return json.dumps(obj, separators=(",", ":")).encode()
+    # orjson's bytes keep the buffer it grew while writing (4 KiB for a 1.4 KB object): the cache
+    # keeps an exact-size copy.
+    return bytes(memoryview(dumps(obj)))
 
 
 def _meta(obj: JSON) -> JSON:

@@ -34,7 +34,7 @@ from yarl import URL
 
 from shared.api import errors
 from shared.api.errors import ApiError
-from shared.bodies import JSON
+from shared.bodies import JSON, dumps
 from shared.client import credentials
 
 log = logging.getLogger(__name__)
@@ -247,21 +247,10 @@ async def send(
     rest = api.rest_client
     settings = (("proxy", rest.proxy), ("proxy_headers", rest.proxy_headers), ("server_hostname", rest.server_hostname))
     options: dict[str, Any] = {name: value for name, value in settings if value}
-    data = None if body is None or method in ("GET", "HEAD") else encode_body(body)
+    data = None if body is None or method in ("GET", "HEAD") else body if isinstance(body, bytes) else dumps(body)
     response: aiohttp.ClientResponse = await rest.pool_manager.request(
         method, url, headers=sent, data=data, timeout=limits, **options)
     return response
-
-
-def encode_body(body: Any) -> bytes:
-    """A request body: bytes as given, anything else as JSON (the json module for integers beyond 64 bits,
-    which orjson refuses and a user's spec may hold)."""
-    if isinstance(body, bytes):
-        return body
-    try:
-        return orjson.dumps(body)
-    except orjson.JSONEncodeError:
-        return json.dumps(body).encode()
 
 
 async def request_json(

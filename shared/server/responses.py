@@ -6,13 +6,12 @@ JSON style and the same ``Retry-After`` rule on every path.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from shared.api import errors
+from shared.bodies import dumps
 
 #: kube-apiserver's wording for any URL nothing is served at.
 NOT_FOUND_MESSAGE = "the server could not find the requested resource"
@@ -34,16 +33,7 @@ class SentOnce(web.Response):
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """``body`` as compact JSON (kubectl does not care about whitespace; bytes on the wire do)."""
-    return SentOnce(body=encode(body), status=status, headers={"Content-Type": "application/json", **(headers or {})})
-
-
-def encode(body: Any) -> bytes:
-    """Compact UTF-8 JSON, with orjson (several times faster than the json module on large lists);
-    the json module only for what orjson refuses (integers beyond 64 bits in a user's spec)."""
-    try:
-        return orjson.dumps(body)
-    except TypeError:
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return SentOnce(body=dumps(body), status=status, headers={"Content-Type": "application/json", **(headers or {})})
 
 
 def status_response(err: errors.ApiError) -> web.Response:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -19,7 +18,7 @@ from aiohttp import web
 
 from shared.api import errors, table
 from shared.api.rest import ListOptions, RequestContext, Storage
-from shared.bodies import JSON
+from shared.bodies import JSON, dumps
 from shared.server.call import Call
 from shared.service.metrics import Metrics
 
@@ -124,7 +123,7 @@ class _Encoder:
         )
         if rendering.mode == table.TABLE_MODE and event.get("type") in _TABLE_ROW_EVENTS:
             self._headers_sent = True
-        return json.dumps(rendered, separators=(",", ":")).encode() + b"\n"
+        return dumps(rendered) + b"\n"
 
 
 async def _next(queue: asyncio.Queue[_Item], wait: float, left: float | None) -> _Item | None:

@@ -23,7 +23,6 @@ from shared.api.errors import ApiError
 from shared.client.kube import (
     GVR,
     ObjectClient,
-    encode_body,
     from_api_exception,
     settle_environment,
     status_error,
@@ -320,10 +319,3 @@ async def test_proxy_comes_from_the_environment_once(recorder: Fake, monkeypatch
         if bypassed is not None:
             await bypassed.close()
 
-
-def test_request_bodies_are_json_whatever_their_integers() -> None:
-    """orjson encodes the usual body; an integer beyond 64 bits, which a user's spec may hold and kube-apiserver
-    accepts, still goes out (the json module); bytes go as given."""
-    assert encode_body({"spec": {"replicas": 3}}) == b'{"spec":{"replicas":3}}'
-    assert json.loads(encode_body({"n": 2**70})) == {"n": 2**70}
-    assert encode_body(b"raw") == b"raw"
