@@ -32,7 +32,8 @@ def wiring(args: argparse.Namespace) -> Build:
 
         def make_storage(defn: ApplicationDefinition, info: ResourceInfo,
                          informer: Informer | None) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, releases, ctx.events, admission, admission.mutate, informer)
+            return ApplicationStorage(defn, info, releases, ctx.events, admission, admission.mutate, informer,
+                                      fence_namespace=ctx.fence_namespace)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(GROUP, VERSION)

@@ -26,6 +26,7 @@ from typing import Any
 from shared.api.durations import go_duration
 from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON
+from shared.client.fence import FENCE_LABEL
 from shared.schema.defaults import without_nulls
 
 from .definition import HelmDefinitionView
@@ -38,6 +39,7 @@ from .names import (
     NAME_LABEL,
     SHARDING_LABEL,
     backing_name,
+    fence_name,
     user_selector_key,
 )
 
@@ -86,6 +88,20 @@ def build(
     if live is not None:
         _keep_live(hr, meta, live)
     return hr
+
+
+def fence(defn: HelmDefinitionView, *, group: str) -> JSON:
+    """The kind's read fence (:mod:`shared.client.fence`): a suspended HelmRelease, which
+    helm-controller leaves alone, in the kind's watched selection but outside its backing selector."""
+    return {
+        "apiVersion": HR_API_VERSION,
+        "kind": HR_KIND,
+        "metadata": {"name": fence_name(defn),
+                     "labels": {KIND_LABEL: defn.kind, GROUP_LABEL: group, FENCE_LABEL: "true"}},
+        "spec": {"suspend": True, "interval": "24h0m0s",
+                 "chart": {"spec": {"chart": "read-fence", "sourceRef": {"kind": "HelmRepository",
+                                                                         "name": "read-fence"}}}},
+    }
 
 
 def _keep_live(hr: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -> None:

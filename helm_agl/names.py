@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from shared.client.fence import FENCE_LABEL
+
 if TYPE_CHECKING:
     from .definition import HelmDefinitionView
 
@@ -54,8 +56,19 @@ def application_name(defn: HelmDefinitionView, backing_name: str) -> str | None:
 
 
 def backing_selector(defn: HelmDefinitionView, group: str) -> str:
-    """Label selector matching every HelmRelease that backs an Application of this kind."""
+    """Label selector matching every HelmRelease that backs an Application of ``defn``'s kind."""
+    return f"{watched_selector(defn, group)},!{FENCE_LABEL}"
+
+
+def watched_selector(defn: HelmDefinitionView, group: str) -> str:
+    """What the kind's informer watches: its HelmReleases and its read fence (:mod:`shared.client.fence`)."""
     return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
+
+
+def fence_name(defn: HelmDefinitionView) -> str:
+    """Name of the kind's read fence: the dot keeps it apart from every backing name (an Application's
+    name is a DNS-1035 label)."""
+    return f"read-fence.{defn.kind.lower()}"
 
 
 def user_selector_key(key: str) -> str:
@@ -66,4 +79,4 @@ def user_selector_key(key: str) -> str:
 def is_application(obj: Mapping[str, Any], kind: str, group: str) -> bool:
     """Whether the HelmRelease ``obj`` carries the kind and group labels of ``kind`` in ``group``."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(KIND_LABEL) == kind and labels.get(GROUP_LABEL) == group)
+    return bool(labels.get(KIND_LABEL) == kind and labels.get(GROUP_LABEL) == group and FENCE_LABEL not in labels)

@@ -23,13 +23,22 @@ from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
+from shared.client.fence import ReadFence
 from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
 from shared.client.unchanged import unchanged
 
-from .build import build
+from .build import build, fence
 from .definition import ApplicationDefinition
-from .names import HR_KIND, backing_name, backing_selector, is_application, user_selector_key
+from .names import (
+    HR_KIND,
+    backing_name,
+    backing_selector,
+    fence_name,
+    is_application,
+    user_selector_key,
+    watched_selector,
+)
 from .project import table_cells, to_application
 from .validate import validate_application
 
@@ -51,6 +60,7 @@ class ApplicationStorage:
         admit: Admit = admit_all,
         mutate: Mutate = mutate_nothing,
         informer: Informer | None = None,
+        fence_namespace: str | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -60,8 +70,10 @@ class ApplicationStorage:
         self._mutate = mutate
         # A cache handed over by the storage this one replaces (same objects, changed definition).
         self._informer = informer or Informer(
-            releases, label_selector=backing_selector(definition, info.group), name=f"helmreleases/{info.kind}",
+            releases, label_selector=watched_selector(definition, info.group), name=f"helmreleases/{info.kind}",
             transform=CACHE_TRANSFORM,
+            fence=None if fence_namespace is None else ReadFence.on(
+                releases, fence_namespace, fence_name(definition), fence(definition, group=info.group)),
         )
 
     # ------------------------------------------------------------------ lifecycle

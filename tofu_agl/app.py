@@ -50,7 +50,8 @@ def wiring(args: argparse.Namespace) -> Build:
 
         def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo,
                          informer: Informer | None) -> ApplicationStorage:
-            return ApplicationStorage(defn, info, terraforms, ctx.events, admission, admission.mutate, informer)
+            return ApplicationStorage(defn, info, terraforms, ctx.events, admission, admission.mutate, informer,
+                                      fence_namespace=ctx.fence_namespace)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(group, VERSION)

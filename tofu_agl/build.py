@@ -27,6 +27,7 @@ from typing import Any
 
 from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON, clone
+from shared.client.fence import FENCE_LABEL
 from shared.schema.defaults import apply_defaults
 
 from . import approval
@@ -42,6 +43,7 @@ from .names import (
     TF_API_VERSION,
     TF_KIND,
     backing_name,
+    fence_name,
     user_selector_key,
 )
 from .variables import marshal_vars
@@ -117,6 +119,19 @@ def definition_fields(
         "writeOutputsToSecret": _outputs_secret(defn, app_name, namespace),
     }
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def fence(defn: TofuDefinitionView, *, group: str) -> JSON:
+    """The kind's read fence (:mod:`shared.client.fence`): a suspended Terraform, which
+    tofu-controller leaves alone, in the kind's watched selection but outside its backing selector."""
+    return {
+        "apiVersion": TF_API_VERSION,
+        "kind": TF_KIND,
+        "metadata": {"name": fence_name(defn),
+                     "labels": {KIND_LABEL: defn.kind, GROUP_LABEL: group, FENCE_LABEL: "true"}},
+        "spec": {"suspend": True, "interval": "24h0m0s", "path": "./read-fence",
+                 "sourceRef": {"kind": "GitRepository", "name": "read-fence"}},
+    }
 
 
 def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -> None:

@@ -31,15 +31,24 @@ from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON
 from shared.client.events import EventRecorder
+from shared.client.fence import ReadFence
 from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 from shared.client.unchanged import unchanged
 
 from . import plan
 from .approval import approved_plan
-from .build import build
+from .build import build, fence
 from .definition import TofuApplicationDefinition
-from .names import TF_KIND, backing_name, backing_selector, is_application, user_selector_key
+from .names import (
+    TF_KIND,
+    backing_name,
+    backing_selector,
+    fence_name,
+    is_application,
+    user_selector_key,
+    watched_selector,
+)
 from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
 from .validate import validate_application
 
@@ -95,6 +104,7 @@ class ApplicationStorage:
         admit: Admit = admit_all,
         mutate: Mutate = mutate_nothing,
         informer: Informer | None = None,
+        fence_namespace: str | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -109,8 +119,10 @@ class ApplicationStorage:
         self._summaries = PlanSummaries()
         # A cache handed over by the storage this one replaces (same objects, changed definition).
         self._informer = informer or Informer(
-            terraforms, label_selector=backing_selector(definition, self.group), name=f"terraforms/{info.kind}",
+            terraforms, label_selector=watched_selector(definition, self.group), name=f"terraforms/{info.kind}",
             transform=CACHE_TRANSFORM,
+            fence=None if fence_namespace is None else ReadFence.on(
+                terraforms, fence_namespace, fence_name(definition), fence(definition, group=self.group)),
         )
 
     # ------------------------------------------------------------------ lifecycle

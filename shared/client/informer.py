@@ -29,13 +29,15 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import weakref
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON, clone, dumps
+from shared.client.fence import ReadFence
 from shared.client.kube import ObjectClient, decode
 
 Key = tuple[str, str]
@@ -101,6 +103,18 @@ def parse_rv(rv: str) -> int:
     return value
 
 
+#: The process's informers, for its ``/metrics`` (a service process runs one server).
+_INFORMERS: weakref.WeakSet[Informer] = weakref.WeakSet()
+
+
+def consistent_list_answers() -> Iterator[tuple[str, str, int]]:
+    """(informer, answer, count) of every informer's consistent lists: ``cache`` (current as it was),
+    ``fence`` (current once its read fence came back) or ``kube`` (declined: kube-apiserver answered)."""
+    for informer in list(_INFORMERS):
+        for answer, count in informer.consistent_lists.items():
+            yield informer.name, answer, count
+
+
 class _Reset(Exception):
     """The upstream state cannot be reconciled with the history; subscribers must re-list."""
 
@@ -135,6 +149,8 @@ class Informer:
         transform: Transform | None = None,
         probe_fn: ProbeFn | None = None,
         catch_up: float = 0.01,
+        fence: ReadFence | None = None,
+        fence_wait: float = 1.0,
     ) -> None:
         if list_fn is None or watch_fn is None:
             if client is None:
@@ -163,6 +179,14 @@ class Informer:
         self._probe_fn = probe_fn
         self._transform = transform
         self._catch_up = catch_up
+        self._fence = fence
+        self._fence_wait = fence_wait
+        #: The fence's events move the cache's resourceVersion on; the object itself is never kept.
+        self._fence_key = fence.key if fence is not None else None
+        self._fence_failure = ""
+        #: How the consistent lists asked of this cache were answered (see :func:`consistent_list_answers`).
+        self.consistent_lists: Counter[str] = Counter()
+        _INFORMERS.add(self)
         #: Set (and replaced) whenever the cache's resourceVersion advances; readers wait on it.
         self._advanced = asyncio.Event()
         self._history: deque[_Record] = deque(maxlen=max(history_size, 1))
@@ -250,38 +274,68 @@ class Informer:
         current at, when kube's semantics for ``resource_version`` allow
         answering from the cache; None when the caller must read kube-apiserver instead.
 
-        ``"0"`` means any state, so the cache answers as it is.  ``""``/None is a consistent read: the
-        cache answers only once it has seen the current revision (one ``limit=1`` list, the cheapest
-        consistent read) -- waiting ``catch_up`` seconds for events still in flight.  The cache cannot
-        tell "no event of mine happened since" from "an event is late" (kube-apiserver sends no
-        progress bookmark on demand), so after writes elsewhere in the cluster it declines, and the
-        caller's direct read keeps the answer consistent.  Any other RV is "not older than" it.
+        ``"0"`` means any state, so the cache answers as it is.  ``""``/None is a consistent read: one
+        ``limit=1`` list (the cheapest consistent read) tells the current revision; when the cache has
+        not seen it yet, the cache cannot tell "no event of mine happened since" from "an event is
+        late" (kube-apiserver sends no progress bookmark on demand), so it writes its fence
+        (:mod:`shared.client.fence`) and answers once it has seen that write.  Without a fence, or when
+        the fence cannot be written, it waits ``catch_up`` seconds for events in flight and otherwise
+        declines, and the caller's direct read keeps the answer consistent.  Any other RV is "not
+        older than" it.
 
         The objects are fresh copies.
         """
         if not self.synced or self._stopped:
+            if not resource_version:
+                self.consistent_lists["kube"] += 1
             return None
-        if resource_version != "0":
-            if resource_version:
-                try:
-                    wanted = parse_rv(resource_version)
-                except ValueError:
-                    return None
-            elif self._probe_fn is None:
+        if resource_version == "0":
+            pass
+        elif resource_version:
+            try:
+                wanted = parse_rv(resource_version)
+            except ValueError:
                 return None
-            else:
-                wanted = parse_rv(await self._probe_fn())
-            if not await self._reached(wanted):
+            if not await self._reached(wanted, self._catch_up):
                 return None
+        elif self._probe_fn is None or not await self._current():
+            return None
         return [decode(entry.packed) for (object_namespace, _), entry in sorted(self._objects.items())
                 if not namespace or object_namespace == namespace], self._rv
 
-    async def _reached(self, rv: int) -> bool:
-        """Whether the cache reaches ``rv`` within ``catch_up`` seconds."""
+    async def _current(self) -> bool:
+        """Whether the cache has seen the current revision, behind a fence if need be (counted by answer)."""
+        assert self._probe_fn is not None
+        wanted, wait, answer = parse_rv(await self._probe_fn()), self._catch_up, "cache"
+        if self._rv_int < wanted and (fenced := await self._fenced()) is not None:
+            wanted, wait, answer = fenced, self._fence_wait, "fence"
+        reached = await self._reached(wanted, wait)
+        self.consistent_lists[answer if reached else "kube"] += 1
+        return reached
+
+    async def _fenced(self) -> int | None:
+        """The resourceVersion of a fence write sent after this call began; None without a fence or
+        when it could not be written (logged once per distinct failure)."""
+        if self._fence is None:
+            return None
+        try:
+            rv = parse_rv(await self._fence())
+        except (ApiError, ValueError) as exc:
+            failure = f"{exc.code} {exc.reason}: {exc}" if isinstance(exc, ApiError) else str(exc)
+            if failure != self._fence_failure:
+                self._fence_failure = failure
+                log.warning("%s: read fence not written (%s); consistent lists go to kube-apiserver",
+                            self.name, failure)
+            return None
+        self._fence_failure = ""
+        return rv
+
+    async def _reached(self, rv: int, wait: float) -> bool:
+        """Whether the cache reaches ``rv`` within ``wait`` seconds."""
         if self._rv_int >= rv:
             return True
         try:
-            async with asyncio.timeout(self._catch_up):
+            async with asyncio.timeout(wait):
                 while self._rv_int < rv:
                     await self._advanced.wait()
         except TimeoutError:
@@ -417,7 +471,7 @@ class Informer:
             raise ValueError(f"watch event {type_} without an object")
         rv_text = _rv_str(obj)
         rv = parse_rv(rv_text)
-        if type_ == BOOKMARK:
+        if type_ == BOOKMARK or (self._fence_key is not None and _key(obj) == self._fence_key):
             if rv > self._rv_int:
                 self._rv, self._rv_int = rv_text, rv
                 self._broadcast(BOOKMARK, self._bookmark_object(rv_text), rv)
@@ -456,6 +510,8 @@ class Informer:
         self._list_meta = {"kind": data.get("kind"), "apiVersion": data.get("apiVersion")}
         fresh: dict[Key, _Entry] = {}
         for item in data.get("items") or []:
+            if self._fence_key is not None and _key(item) == self._fence_key:
+                continue
             self._fill_type(item)
             if self._transform is not None:
                 item = self._transform(item)

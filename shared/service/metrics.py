@@ -9,6 +9,7 @@ server owns its registry: several servers (or tests) in one process never collid
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -21,8 +22,31 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from shared.client import informer
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ConsistentLists(Collector):
+    """How each watch cache answered consistent lists (:func:`shared.client.informer.consistent_list_answers`):
+    the share answered by kube-apiserver is what read fences (``--no-read-fence``) save."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "agl_watch_cache_consistent_lists",
+            "Consistent lists by watch cache and answer: cache (current as it was), fence (current once its read "
+            "fence came back), kube (kube-apiserver answered).",
+            labels=("cache", "answer"),
+        )
+        for name, answer, count in informer.consistent_list_answers():
+            family.add_metric((name, answer), count)
+        yield family
 
 
 class Metrics:
@@ -37,6 +61,7 @@ class Metrics:
             GCCollector(registry=self.registry)
             Gauge("python_gc_frozen_objects", "Objects in the collector's permanent generation (gc.freeze): "
                   "never traversed by a collection.", registry=self.registry).set_function(gc.get_freeze_count)
+            ConsistentLists(self.registry)
         self.requests = Counter(
             "apiserver_request_total",
             "Requests served, by verb, group, resource and HTTP code.",

@@ -62,6 +62,12 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
                         default=",".join(authz.ALWAYS_ALLOWED_GROUPS),
                         help="comma-separated groups allowed without a SubjectAccessReview, as kube-apiserver "
                              "allows them anyway (default %(default)s; empty: review every request)")
+    parser.add_argument("--read-fence-namespace", default=None,
+                        help="namespace of the objects whose writes let a consistent list be answered from the "
+                             "watch cache (default: the pod's namespace, else 'default'); see docs/operating.md")
+    parser.add_argument("--no-read-fence", dest="read_fence", action="store_false",
+                        help="never write a read fence: a consistent list the cache cannot prove current goes "
+                             "to kube-apiserver")
     parser.add_argument("--event-loop", choices=sorted(EVENT_LOOPS), default="uvloop",
                         help="uvloop (default: its TLS and sockets take a third less CPU per request than "
                              "asyncio's, see docs/benchmarks.md) or the standard asyncio loop")
@@ -83,6 +89,8 @@ class Context:
     login: credentials.Credentials
     #: Whether this replica may write; always the leader when ``--leader-elect`` is off.
     leader: leader.Leadership = field(default_factory=leader.AlwaysLeader)
+    #: Where each kind's read fence lives (:mod:`shared.client.fence`); None: no fences.
+    fence_namespace: str | None = None
 
     async def kopf_login(self, **_: Any) -> kopf.ConnectionInfo:
         """The kopf login handler: the same credentials ``api`` uses, refreshed as a request would refresh them."""
@@ -133,6 +141,15 @@ def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str) -
     return leader.LeaderElector(api, namespace, name, identity)
 
 
+def _fence_namespace(args: argparse.Namespace) -> str | None:
+    if not getattr(args, "read_fence", True):
+        return None
+    namespace: str = getattr(args, "read_fence_namespace", None) or leader.default_namespace()
+    log.info("consistent lists may be answered from the watch cache after a read fence",
+             extra={"fence_namespace": namespace})
+    return namespace
+
+
 def _trust(config: authn.RequestHeaderConfig, authenticator: authn.FrontProxyAuthenticator,
            serving: dynamic.ServingTLS) -> None:
     """A new front-proxy configuration: the TLS layer first, so a newly trusted CA already handshakes
@@ -174,7 +191,8 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     )
     events = EventRecorder(api, component, socket.gethostname())
     elector = _elector(args, api, component)
-    ctx = Context(api=api, server=server, events=events, component=component, login=login)
+    ctx = Context(api=api, server=server, events=events, component=component, login=login,
+                  fence_namespace=_fence_namespace(args))
     if elector is not None:
         ctx.leader = elector
     wiring = await build(ctx)

@@ -7,6 +7,9 @@ from dataclasses import replace
 import pytest
 
 from helm_agl import names
+from helm_agl.build import fence as build_fence
+from shared.api import selectors
+from shared.api.names import dns1035_label_error
 from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, make_hr
 
 
@@ -41,12 +44,16 @@ def test_application_name_without_prefix_is_none(release: str) -> None:
 
 
 def test_backing_selector_and_user_keys() -> None:
-    assert names.backing_selector(DEFN, names.GROUP) == (
+    assert names.watched_selector(DEFN, names.GROUP) == (
         "apps.cozystack.io/application.kind=Postgres,apps.cozystack.io/application.group=apps.cozystack.io"
+    )
+    # What every reader of the backing objects uses: the kind's read fence is not one of them.
+    assert names.backing_selector(DEFN, names.GROUP) == (
+        names.watched_selector(DEFN, names.GROUP) + ",!agl.cozystack.io/read-fence"
     )
     assert names.user_selector_key("team") == "apps.cozystack.io-team"
     assert names.user_selector_key("example.com/owner") == "apps.cozystack.io-example.com/owner"
-    other = names.backing_selector(DEFN, "other.example.io")
+    other = names.watched_selector(DEFN, "other.example.io")
     assert other.endswith(",apps.cozystack.io/application.group=other.example.io")
 
 
@@ -55,6 +62,17 @@ def test_is_application() -> None:
     assert names.is_application(hr, "Postgres", names.GROUP)
     assert not names.is_application(hr, "Redis", names.GROUP)
     assert not names.is_application(hr, "Postgres", "tofu.apps.cozystack.io")
+
+
+def test_the_read_fence_is_watched_but_no_application() -> None:
+    fence = build_fence(DEFN, group=names.GROUP)
+    labels = fence["metadata"]["labels"]
+    assert selectors.matches(selectors.parse_label_selector(names.watched_selector(DEFN, names.GROUP)), labels)
+    assert not selectors.matches(selectors.parse_label_selector(names.backing_selector(DEFN, names.GROUP)), labels)
+    assert not names.is_application(fence, "Postgres", names.GROUP)
+    assert fence["spec"]["suspend"] is True
+    # No Application name (a DNS-1035 label) with any prefix gives the fence's name.
+    assert dns1035_label_error(names.fence_name(DEFN)) is not None
 
 
 @pytest.mark.parametrize("labels", FOREIGN_LABELS)
