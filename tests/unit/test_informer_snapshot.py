@@ -9,6 +9,7 @@ The source is a tiny stand-in for kube-apiserver with one global revision counte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -51,15 +52,23 @@ def source() -> Source:
     return Source()
 
 
+@contextlib.asynccontextmanager
+async def running(informer: Informer) -> AsyncIterator[Informer]:
+    """``informer`` started and synced; stopped on the way out."""
+    informer.start()
+    try:
+        await informer.wait_synced()
+        yield informer
+    finally:
+        await informer.stop()
+
+
 @pytest.fixture
 async def informer(source: Source) -> AsyncIterator[Informer]:
     """Synced on ``source``, stopped after the test."""
-    informer = Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
-                        transform=without_managed_fields, catch_up=0.2, name="things")
-    informer.start()
-    await informer.wait_synced()
-    yield informer
-    await informer.stop()
+    async with running(Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
+                                transform=without_managed_fields, catch_up=0.2, name="things")) as started:
+        yield started
 
 
 def names(snapshot: tuple[list[JSON], str] | None) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from shared.api.errors import ApiError
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer
-from tests.unit.test_informer_snapshot import Source, names
+from tests.unit.test_informer_snapshot import Source, names, running
 
 FENCE_KEY = ("fences", "read-fence.thing")
 
@@ -45,12 +45,10 @@ def source() -> FencedSource:
 
 @pytest.fixture
 async def informer(source: FencedSource) -> AsyncIterator[Informer]:
-    informer = Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
-                        fence=ReadFence(FENCE_KEY, source.write_fence), catch_up=0.2, name="things")
-    informer.start()
-    await informer.wait_synced()
-    yield informer
-    await informer.stop()
+    async with running(Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
+                                fence=ReadFence(FENCE_KEY, source.write_fence), catch_up=0.2,
+                                name="things")) as started:
+        yield started
 
 
 async def test_after_writes_elsewhere_the_cache_answers_behind_a_fence(source: FencedSource,
@@ -106,14 +104,9 @@ async def test_a_fence_in_the_list_is_left_out(source: FencedSource) -> None:
                            {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "4"}}]
         return listed
 
-    informer = Informer(list_fn=list_with_fence, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
-                        fence=ReadFence(FENCE_KEY, source.write_fence), name="things")
-    informer.start()
-    try:
-        await informer.wait_synced()
+    async with running(Informer(list_fn=list_with_fence, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
+                                fence=ReadFence(FENCE_KEY, source.write_fence), name="things")) as informer:
         assert names(await informer.snapshot("0")) == ["a"]
-    finally:
-        await informer.stop()
 
 
 async def test_a_fence_that_cannot_be_written_declines_and_says_so_once(
