@@ -52,10 +52,14 @@ class ReadFence:
         """A fence on ``namespace/name`` of ``client``'s resource, created from ``template`` (a whole
         object the resource's schema accepts and its controller ignores) when it does not exist."""
 
+        labels = (template.get("metadata") or {}).get("labels") or {}
+
         async def write() -> str:
             annotations = {FENCE_ANNOTATION: str(time.time_ns())}
             try:
-                written = await client.patch_merge(namespace, name, {"metadata": {"annotations": annotations}})
+                # The labels again: a fence someone relabelled would no longer be in the informer's stream.
+                written = await client.patch_merge(namespace, name, {"metadata": {"labels": labels,
+                                                                                  "annotations": annotations}})
             except ApiError as exc:
                 if exc.code != 404:
                     raise

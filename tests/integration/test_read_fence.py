@@ -154,3 +154,21 @@ def test_a_watch_never_shows_the_fence(served: Served, api: Api, control_plane: 
     watcher.join()
     api.request("DELETE", f"{served.collection}/watched")
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in seen] == [("ADDED", "watched")], seen
+
+
+def test_a_relabelled_fence_is_put_back_in_the_stream(served: Served, api: Api, control_plane: Cluster,
+                                                      app_in_cache: str) -> None:
+    """Someone takes the fence out of the kind's selection: the next fence write labels it back, so the list
+    still comes from the cache instead of waiting for an event that would never come."""
+    write_elsewhere(api)
+    listed(served, api)
+    kind_label = "apps.cozystack.io/application.kind"
+    code, body = api.request("PATCH", fence_path(served), {"metadata": {"labels": {kind_label: None}}},
+                             content_type="application/merge-patch+json")
+    assert code == 200, body
+    write_elsewhere(api)
+    before = consistent_lists(served, control_plane)
+    listed(served, api)
+    assert consistent_lists(served, control_plane) - before == {"fence": 1}
+    code, fence = api.request("GET", fence_path(served))
+    assert code == 200 and fence["metadata"]["labels"][kind_label] == served.kind, fence
