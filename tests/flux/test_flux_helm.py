@@ -275,3 +275,21 @@ def test_cozystack_shaped_definition_installs_through_an_external_artifact(helm:
     assert configmap(helm, "postgres-orders")["replicas"] == "3"
     recorded("installed-external-artifact", get_json(helm, HR, "postgres-orders", "-n", NS))
     kubectl(helm, "delete", "postgres", "orders", "-n", NS, "--wait=false")
+
+
+def test_helm_controller_leaves_the_read_fence_alone(helm: Cluster) -> None:
+    """The fence a consistent list may write (docs/operating.md) is a suspended HelmRelease: helm-controller
+    takes it in (its finalizer) and installs nothing."""
+    kubectl(helm, "create", "configmap", f"elsewhere-{os.getpid()}", "-n", NS)  # the kind's stream sees nothing
+    kubectl(helm, "get", "redises", "-n", NS)
+    fence, fence_ns = "read-fence.redis", "default"
+    wait_for(lambda: "finalizers.fluxcd.io" in (get_json(helm, HR, fence, "-n", fence_ns)["metadata"]
+                                                 .get("finalizers") or []), "helm-controller took the fence in",
+             timeout=SLOW)
+    log = helm.logs_dir / "helm-controller.log"
+    wait_for(lambda: any('"reconciliation is suspended for this object"' in line and f'"name":"{fence}"' in line
+                         for line in log.read_text(errors="replace").splitlines()),
+             "helm-controller saw the fence suspended", timeout=SLOW)
+    assert condition(get_json(helm, HR, fence, "-n", fence_ns)) is None, "no install was attempted"
+    releases = kubectl(helm, "get", "secrets", "-n", fence_ns, "-l", "owner=helm", "-o", "name").stdout
+    assert "read-fence" not in releases, releases
