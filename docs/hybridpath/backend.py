@@ -77,7 +77,13 @@ class Backend(Protocol[Definition]):
         """The inverse of :meth:`target_name`: reads start from the backing object."""
 
     def selector(self, defn: Definition, group: str, /) -> str:
-        """The label selector of one kind's backing objects (list, watch, rollout)."""
+        """The label selector of one kind's backing objects (direct lists, rollout, reconciler)."""
+
+    def watched_selector(self, defn: Definition, group: str, /) -> str:
+        """What the kind's watch cache watches: its backing objects and its read fence."""
+
+    def fence(self, defn: Definition, /, *, group: str) -> JSON:
+        """The kind's read fence: a target object its controller ignores, written to prove the cache current."""
 
     def owns(self, obj: Mapping[str, Any], kind: str, group: str, /) -> bool:
         """Whether a backing object is an Application of ``kind`` in ``group``."""
@@ -121,6 +127,8 @@ class HelmBackend:
     target_name = staticmethod(helm_agl.names.backing_name)
     application_name = staticmethod(helm_agl.names.application_name)
     selector = staticmethod(helm_agl.names.backing_selector)
+    watched_selector = staticmethod(helm_agl.names.watched_selector)
+    fence = staticmethod(helm_agl.build.fence)
     owns = staticmethod(helm_agl.names.is_application)
     validate = staticmethod(helm_agl.validate.validate_application)
     build = staticmethod(helm_agl.build.build)
@@ -140,6 +148,8 @@ class TofuBackend:
     target_name = staticmethod(tofu_agl.names.backing_name)
     application_name = staticmethod(tofu_agl.names.application_name)
     selector = staticmethod(tofu_agl.names.backing_selector)
+    watched_selector = staticmethod(tofu_agl.names.watched_selector)
+    fence = staticmethod(tofu_agl.build.fence)
     owns = staticmethod(tofu_agl.names.is_application)
     validate = staticmethod(tofu_agl.validate.validate_application)
     build = staticmethod(tofu_agl.build.build)

@@ -312,7 +312,9 @@ FIT: dict[str, str] = {
             "explicit as `spec.backend.type`.",
     "TargetGVK": "Fits, with the plural added: both stacks' clients address a resource, not a kind.",
     "TargetName": "Fits, but reads need the inverse (`application_name`), and lists, watches and rollouts select "
-                  "the backing objects by labels (`selector`, `owns`): three members the interface lacks.",
+                  "the backing objects by labels (`selector`, `owns`), and consistent lists from the cache need "
+                  "a backing object the controller ignores (`watched_selector`, `fence`): five members the "
+                  "interface lacks.",
     "Build": "Fits in the middle, leaks at both ends. Both builders take the *live* object on update to keep "
              "controller-owned fields, and the served `group`; validation is per backend (Terraform variable "
              "names, unknown keys, the runner annotation, plan approval) and needs a `validate` member.",
