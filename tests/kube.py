@@ -137,3 +137,12 @@ def call_service(port: int, path: str, *, cert: tuple[Path, Path] | None = None,
     except urllib.error.HTTPError as exc:
         raw = exc.read()
         return int(exc.code), json.loads(raw) if raw.startswith(b"{") else raw.decode()
+
+
+def service_metrics(cluster: Cluster, port: int) -> str:
+    """A running service's ``/metrics`` text, read as kube-apiserver's front proxy on behalf of an administrator."""
+    front_proxy = (cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
+    code, text = call_service(port, "/metrics", cert=front_proxy,
+                              headers={"X-Remote-User": "root", "X-Remote-Group": "system:masters"})
+    assert code == 200, text
+    return str(text)

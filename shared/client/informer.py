@@ -471,7 +471,8 @@ class Informer:
             raise ValueError(f"watch event {type_} without an object")
         rv_text = _rv_str(obj)
         rv = parse_rv(rv_text)
-        if type_ == BOOKMARK or (self._fence_key is not None and _key(obj) == self._fence_key):
+        key = _key(obj)  # transforms keep namespace and name
+        if type_ == BOOKMARK or key == self._fence_key:
             if rv > self._rv_int:
                 self._rv, self._rv_int = rv_text, rv
                 self._broadcast(BOOKMARK, self._bookmark_object(rv_text), rv)
@@ -485,7 +486,6 @@ class Informer:
             return
         if self._transform is not None:
             obj = self._transform(obj)
-        key = _key(obj)
         packed = pack(obj)
         if type_ == DELETED:
             self._objects.pop(key, None)
@@ -510,7 +510,7 @@ class Informer:
         self._list_meta = {"kind": data.get("kind"), "apiVersion": data.get("apiVersion")}
         fresh: dict[Key, _Entry] = {}
         for item in data.get("items") or []:
-            if self._fence_key is not None and _key(item) == self._fence_key:
+            if _key(item) == self._fence_key:
                 continue
             self._fill_type(item)
             if self._transform is not None:

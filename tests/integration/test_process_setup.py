@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 from localcluster import services
 from localcluster.cluster import Cluster
 
-from tests.kube import call_service, wait_for
+from tests.kube import service_metrics, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +38,8 @@ def test_both_services_pin_the_mmap_threshold(helm_service: services.Running,
         assert pinned and pinned[-1]["mmap_threshold_bytes"] == 128 * 1024, running.log
 
 
-def _frozen_on_metrics(running: services.Running, front_proxy: tuple[Path, Path]) -> float:
-    code, text = call_service(running.port, "/metrics", cert=front_proxy,
-                              headers={"X-Remote-User": "root", "X-Remote-Group": "system:masters"})
-    assert code == 200, text
+def _frozen_on_metrics(cluster: Cluster, running: services.Running) -> float:
+    text = service_metrics(cluster, running.port)
     found = re.search(r"^python_gc_frozen_objects (\S+)$", text, re.M)
     assert found, text[:500]
     return float(found[1])
@@ -52,7 +49,6 @@ def test_both_services_freeze_their_startup_objects(control_plane: Cluster, helm
                                                     tofu_service: services.Running) -> None:
     """Once up, each service moves what its start built out of the collector's traversals: it says so, and its
     ``/metrics`` still counts them frozen while it serves."""
-    front_proxy = (control_plane.pki_dir / "front-proxy-client.crt", control_plane.pki_dir / "front-proxy-client.key")
     for session_service in (helm_service, tofu_service):
         # The one serving now: an earlier module may have replaced the session's with a process on another port.
         running = services.start(control_plane, session_service.service)
@@ -60,4 +56,4 @@ def test_both_services_freeze_their_startup_objects(control_plane: Cluster, helm
                                                    if "frozen_objects" in r],
                           f"{running.service.name} to report its frozen objects")
         assert frozen[-1] > 10_000, running.log
-        assert _frozen_on_metrics(running, front_proxy) > 10_000
+        assert _frozen_on_metrics(control_plane, running) > 10_000

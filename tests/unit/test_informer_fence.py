@@ -1,7 +1,7 @@
 """Read fences: one write instead of a list from kube-apiserver when the cache cannot prove itself current.
 
-The integration tier (``test_read_fence.py`` there) checks the same against kube-apiserver with both services;
-here the informer's source is the stand-in of ``test_informer_snapshot``, so each case is exact: which
+``tests/integration/test_read_fence.py`` checks the same against kube-apiserver with both services; here the
+informer's source is the stand-in of ``test_informer_snapshot``, so each case is exact: which
 events are in flight, how many fence writes were sent, which failure the write raises.
 """
 
