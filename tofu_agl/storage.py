@@ -209,7 +209,7 @@ class ApplicationStorage:
     def _rename(self, exc: ApiError, name: str) -> ApiError:
         """Speak of the Application, not the Terraform, for errors a user can act on."""
         if exc.code == 404:
-            return self._not_found(name)
+            return exc if errors.names_other_resource(exc, self._terraforms.gvr.plural) else self._not_found(name)
         if exc.reason == "AlreadyExists":
             return errors.already_exists(self.info.group, self.info.plural, name)
         if exc.code == 409:

@@ -93,6 +93,16 @@ def not_found(group: str, resource: str, name: str) -> ApiError:
     return ApiError(404, "NotFound", f'{resource}.{group} "{name}" not found', details=_details(group, resource, name))
 
 
+def names_other_resource(exc: ApiError, plural: str) -> bool:
+    """Whether kube-apiserver's error is about something other than an object of ``plural``.
+
+    A create in a namespace that does not exist answers 404 ``namespaces "x" not found``: that one is
+    already in the user's terms and must not be renamed into "your object was not found".
+    """
+    kind = exc.details.get("kind")
+    return bool(kind) and kind != plural
+
+
 def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 

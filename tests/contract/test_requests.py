@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.contract.stack import Contract, Stack, cause_fields
+from tests.contract.stack import ORACLE_GROUP, ORACLE_NAMESPACE, Contract, Stack, cause_fields
+from tests.kube import kubectl
 
 # ------------------------------------------------------------------------- names
 
@@ -101,6 +102,38 @@ def test_missing_application_is_404(contract: Contract, stack: Stack) -> None:
     contract.refused("DELETE", stack.path("nosuch"), None, 404, "NotFound")
     contract.refused("PATCH", stack.path("nosuch"), {"spec": {}}, 404, "NotFound",
                      content_type="application/merge-patch+json")
+
+
+def test_a_namespace_that_does_not_exist_answers_as_for_a_custom_resource(contract: Contract, stack: Stack,
+                                                                          oracle: str) -> None:
+    """Each verb on a namespace nobody created gets kube-apiserver's own answer for a custom resource with the
+    same schema: a create names the namespace (not the object), reads and writes of an object name the object,
+    a list is empty; and nothing is created."""
+    missing = f"never-created-{stack.name}"
+    app_root = stack.collection.replace(f"/namespaces/{stack.namespace}/", f"/namespaces/{missing}/")
+    crd_root = oracle.replace(f"/namespaces/{ORACLE_NAMESPACE}/", f"/namespaces/{missing}/")
+
+    def manifest(api_version: str) -> dict[str, object]:
+        body = stack.manifest("ghost", {"size": 1}) | {"apiVersion": api_version}
+        body["metadata"] = {"name": "ghost", "namespace": missing}
+        return body
+
+    requests = (
+        ("POST", "", lambda v: manifest(v), "application/json"),
+        ("GET", "/ghost", lambda v: None, "application/json"),
+        ("PUT", "/ghost", lambda v: manifest(v), "application/json"),
+        ("PATCH", "/ghost", lambda v: {"spec": {"size": 2}}, "application/merge-patch+json"),
+        ("DELETE", "/ghost", lambda v: None, "application/json"),
+    )
+    for method, suffix, body, content_type in requests:
+        with contract.nothing_changes():
+            got = contract.api.request(method, app_root + suffix, body(stack.api_version), content_type=content_type)
+        want = contract.api.request(method, crd_root + suffix, body(f"{ORACLE_GROUP}/v1alpha1"),
+                                    content_type=content_type)
+        assert (got[0], json.loads(json.dumps(got[1]).replace(stack.group, ORACLE_GROUP))) == want, (method, got, want)
+    code, listed = contract.api.request("GET", app_root)
+    assert (code, listed["items"]) == (200, []), listed
+    assert kubectl(contract.cluster, "get", "namespace", missing, check=False).returncode != 0
 
 
 # ------------------------------------------------------------------------- bodies and content types

@@ -19,7 +19,7 @@ from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from shared.api.errors import ApiError
+from shared.api.errors import ApiError, names_other_resource
 from shared.client.kube import (
     GVR,
     ObjectClient,
@@ -78,6 +78,17 @@ def test_422_keeps_kube_status_and_causes() -> None:
 def test_codes_pass_through(code: int, reason: str) -> None:
     err = from_api_exception(_exc(code, _status(code, reason, "msg")))
     assert (err.code, err.reason, err.message) == (code, reason, "msg")
+
+
+def test_a_404_about_the_namespace_is_not_about_the_object() -> None:
+    missing_namespace = from_api_exception(_exc(404, _status(404, "NotFound", 'namespaces "x" not found',
+                                                             {"name": "x", "kind": "namespaces"})))
+    missing_object = from_api_exception(_exc(404, _status(404, "NotFound", "not found",
+                                                          {"name": "y", "kind": "helmreleases"})))
+    bare = from_api_exception(_exc(404, _status(404, "NotFound", "not found")))
+    assert names_other_resource(missing_namespace, "helmreleases")
+    assert not names_other_resource(missing_object, "helmreleases")
+    assert not names_other_resource(bare, "helmreleases")
 
 
 def test_body_as_str_like_call_api_leaves_it() -> None:
