@@ -34,6 +34,7 @@ from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
+from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
 
 from . import plan
@@ -124,6 +125,7 @@ class ApplicationStorage:
             fence=None if fence_namespace is None else ReadFence.on(
                 terraforms, fence_namespace, fence_name(definition), fence(definition, group=self.group)),
         )
+        self._projections = Projections(self._informer, self._to_app)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -292,17 +294,12 @@ class ApplicationStorage:
         :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
         if options.continue_token:
             return None
-        snapshot = await self._informer.snapshot(options.resource_version, namespace)
-        if snapshot is None:
-            return None
-        backing, rv = snapshot
         user_selector = selectors.parse_label_selector(options.label_selector)
-        items = []
-        for tf in backing:
-            app = self._to_app(tf)
-            if (app is not None and selectors.matches(user_selector, app["metadata"].get("labels") or {})
-                    and selectors.field_matches(options.field_selector, app)):
-                items.append(app)
+        cached = await self._informer.entries(options.resource_version, namespace)
+        if cached is None:
+            return None
+        entries, rv = cached
+        items = self._projections.select(entries, user_selector, options.field_selector)
         if options.limit and len(items) > options.limit:
             return None
         return {"apiVersion": self.info.api_version, "kind": self.info.list_kind,

@@ -36,9 +36,9 @@ from typing import NamedTuple
 
 from shared.api import errors
 from shared.api.errors import ApiError
-from shared.bodies import JSON, clone, dumps
+from shared.bodies import JSON, clone, dumps, loads
 from shared.client.fence import ReadFence
-from shared.client.kube import ObjectClient, decode
+from shared.client.kube import ObjectClient
 
 Key = tuple[str, str]
 ListFn = Callable[[], Awaitable[JSON]]
@@ -64,6 +64,15 @@ class _Record(NamedTuple):
 class _Entry(NamedTuple):
     """One current object of the cache: its resourceVersion and its packed form."""
 
+    rv: int
+    packed: Packed
+
+
+class Cached(NamedTuple):
+    """One object of a consistent :meth:`Informer.entries` answer, still packed: a reader that keeps
+    something derived from it can tell by ``rv`` whether that is still current without decoding it."""
+
+    key: Key
     rv: int
     packed: Packed
 
@@ -269,10 +278,28 @@ class Informer:
 
     async def snapshot(self, resource_version: str | None,
                        namespace: str | None = None) -> tuple[list[JSON], str] | None:
-        """The cached objects (sorted by namespace and name, as kube-apiserver lists them; only
-        ``namespace``'s when given, the others are not even decoded) and the resourceVersion they are
-        current at, when kube's semantics for ``resource_version`` allow
-        answering from the cache; None when the caller must read kube-apiserver instead.
+        """:meth:`entries`, decoded: fresh copies, which the caller may mutate."""
+        found = await self.entries(resource_version, namespace)
+        if found is None:
+            return None
+        cached, rv = found
+        return [loads(entry.packed) for entry in cached], rv
+
+    @property
+    def size(self) -> int:
+        """How many objects the cache holds now."""
+        return len(self._objects)
+
+    def holds(self, key: Key) -> bool:
+        """Whether the cache holds the object ``key`` (namespace, name) now."""
+        return key in self._objects
+
+    async def entries(self, resource_version: str | None,
+                      namespace: str | None = None) -> tuple[list[Cached], str] | None:
+        """The cached objects, still packed (sorted by namespace and name, as kube-apiserver lists them;
+        only ``namespace``'s when given), and the resourceVersion they are current at, when kube's
+        semantics for ``resource_version`` allow answering from the cache; None when the caller must
+        read kube-apiserver instead.
 
         ``"0"`` means any state, so the cache answers as it is.  ``""``/None is a consistent read: one
         ``limit=1`` list (the cheapest consistent read) tells the current revision; when the cache has
@@ -282,8 +309,6 @@ class Informer:
         the fence cannot be written, it waits ``catch_up`` seconds for events in flight and otherwise
         declines, and the caller's direct read keeps the answer consistent.  Any other RV is "not
         older than" it.
-
-        The objects are fresh copies.
         """
         if not self.synced or self._stopped:
             if not resource_version:
@@ -300,8 +325,8 @@ class Informer:
                 return None
         elif self._probe_fn is None or not await self._current():
             return None
-        return [decode(entry.packed) for (object_namespace, _), entry in sorted(self._objects.items())
-                if not namespace or object_namespace == namespace], self._rv
+        return [Cached(key, entry.rv, entry.packed) for key, entry in sorted(self._objects.items())
+                if not namespace or key[0] == namespace], self._rv
 
     async def _current(self) -> bool:
         """Whether the cache has seen the current revision, behind a fence if need be (counted by answer)."""
@@ -578,7 +603,7 @@ class Informer:
             if len(free) < len(gone_keys):
                 raise _Reset("more deletions than revisions since the last seen resourceVersion")
             for key, rv in zip(sorted(gone_keys), free, strict=True):
-                tomb = decode(self._objects[key].packed)
+                tomb = loads(self._objects[key].packed)
                 tomb.setdefault("metadata", {})["resourceVersion"] = str(rv)
                 changes.append(_Record(rv, DELETED, pack(tomb)))
         changes.sort(key=lambda rec: rec.rv)
@@ -633,7 +658,7 @@ _END = object()
 
 def _copy(obj: Packed | JSON) -> JSON:
     """What a subscriber receives: its own copy of a packed object (or of a bookmark)."""
-    copy: JSON = decode(obj) if isinstance(obj, bytes) else clone(obj)
+    copy: JSON = loads(obj) if isinstance(obj, bytes) else clone(obj)
     return copy
 
 

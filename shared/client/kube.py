@@ -19,7 +19,6 @@ ourselves also makes the same client work for the core group (``group=""``, ``/a
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,14 +26,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
-import orjson
 from kubernetes_asyncio import client as kclient
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from shared.api import errors
 from shared.api.errors import ApiError
-from shared.bodies import JSON, dumps
+from shared.bodies import JSON, dumps, loads
 from shared.client import credentials
 
 log = logging.getLogger(__name__)
@@ -193,7 +191,7 @@ def _parse_status(body: bytes | str | None) -> JSON:
     if not body:
         return {}
     try:
-        parsed = decode(body)
+        parsed = loads(body)
     except (ValueError, UnicodeDecodeError):
         return {}
     return parsed if isinstance(parsed, dict) else {}
@@ -286,19 +284,10 @@ async def request_json(
     if not 200 <= resp.status < 300:
         raise status_error(resp.status, raw, resp.headers)
     try:
-        data = decode(raw) if raw else {}
+        data = loads(raw) if raw else {}
     except ValueError as exc:
         raise errors.internal(f"kube-apiserver answered {method} {path} with malformed JSON: {raw[:200]!r}") from exc
     return data if isinstance(data, dict) else {}
-
-
-def decode(raw: bytes | str) -> Any:
-    """JSON from kube-apiserver: orjson, or the json module for what orjson refuses (integers
-    beyond 64 bits in a user's spec), so that nothing kube-apiserver accepted becomes an error here."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return json.loads(raw)
 
 
 def _flag(value: bool) -> str:
@@ -530,7 +519,7 @@ async def _read_line(resp: aiohttp.ClientResponse) -> JSON | None:
     if not raw:
         return {}
     try:
-        event = decode(raw)
+        event = loads(raw)
     except ValueError as exc:
         raise errors.internal(f"malformed watch event from kube-apiserver: {raw[:200]!r}") from exc
     if isinstance(event, dict) and "type" in event:

@@ -1,0 +1,64 @@
+"""Each cached backing object's user-facing object, encoded once per revision of the backing object.
+
+A list answered from the informer decoded, projected and re-encoded every backing object on every
+request: about 30 µs an object, so a list of 1000 cost the service 30 ms of CPU.  A projection depends
+only on the backing object, whose resourceVersion changes with it, and on the definition, which gets a
+new storage (so new projections) whenever it changes.  So it is computed once per revision and kept as
+its encoding: about 1 KiB an object, where the decoded dict would cost three to four times that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from shared.api import selectors
+from shared.bodies import JSON, Encoded, loads
+from shared.client.informer import Cached, Informer, Key, pack
+
+#: Backing object -> the user's object, or None when the backing object is not one.
+Project = Callable[[JSON], JSON | None]
+
+
+class Projections:
+    """The encoded projections of one informer's objects, at most one per object the informer holds."""
+
+    def __init__(self, informer: Informer, project: Project) -> None:
+        self._informer = informer
+        self._project = project
+        self._kept: dict[Key, tuple[int, Encoded | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def encoded(self, entry: Cached) -> Encoded | None:
+        """The projection of ``entry``: kept from an earlier read when the object has not changed since."""
+        kept = self._kept.get(entry.key)
+        if kept is not None and kept[0] == entry.rv:
+            return kept[1]
+        projected = self._project(loads(entry.packed))
+        encoded = None if projected is None else Encoded(pack(projected))
+        self._kept[entry.key] = (entry.rv, encoded)
+        return encoded
+
+    def select(self, entries: Sequence[Cached], label_selector: selectors.Selector,
+               field_selector: Sequence[selectors.FieldRequirement]) -> list[Encoded]:
+        """The projections of ``entries`` that match both selectors (read from the user's object), in order."""
+        items = []
+        for entry in entries:
+            encoded = self.encoded(entry)
+            if encoded is None:
+                continue
+            if label_selector or field_selector:
+                projected = loads(encoded.raw)
+                if not (selectors.matches(label_selector, projected["metadata"].get("labels") or {})
+                        and selectors.field_matches(field_selector, projected)):
+                    continue
+            items.append(encoded)
+        self._forget_deleted()
+        return items
+
+    def _forget_deleted(self) -> None:
+        """Drop the projections of objects the informer no longer holds: only ever visited keys are
+        kept, so more of them than the informer holds means some are gone."""
+        if len(self._kept) > self._informer.size:
+            self._kept = {key: kept for key, kept in self._kept.items() if self._informer.holds(key)}
