@@ -4,7 +4,7 @@ It plays two roles at once, the way client-go's reflector and kube-apiserver's w
 
 * a *cache*: an initial list, then a watch from the list's resourceVersion, keeps every current
   object in memory so lists of the served kinds are answered without kube-apiserver serializing
-  them (:meth:`Informer.snapshot`, which keeps kube's resourceVersion semantics for reads);
+  them (:meth:`Informer.entries`, which keeps kube's resourceVersion semantics for reads);
 * a *watch source*: the last N events are retained with their resourceVersions, so a client of
   the aggregated API that watches from resourceVersion X gets exactly the events after X, or a
   410 when X is older than what is retained -- the contract kubectl and informers rely on.
@@ -275,15 +275,6 @@ class Informer:
         return self._rv
 
     # ------------------------------------------------------------------ reads
-
-    async def snapshot(self, resource_version: str | None,
-                       namespace: str | None = None) -> tuple[list[JSON], str] | None:
-        """:meth:`entries`, decoded: fresh copies, which the caller may mutate."""
-        found = await self.entries(resource_version, namespace)
-        if found is None:
-            return None
-        cached, rv = found
-        return [loads(entry.packed) for entry in cached], rv
 
     @property
     def size(self) -> int:

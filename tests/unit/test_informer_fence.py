@@ -16,7 +16,7 @@ import pytest
 from shared.api.errors import ApiError
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer
-from tests.unit.test_informer_snapshot import Source, names, running
+from tests.unit.test_informer_snapshot import Source, cached_list, names, running
 
 FENCE_KEY = ("fences", "read-fence.thing")
 
@@ -56,7 +56,7 @@ async def test_after_writes_elsewhere_the_cache_answers_behind_a_fence(source: F
     source.write("a")
     source.deliver()
     source.write("elsewhere", relevant=False)
-    snapshot = await informer.snapshot("")
+    snapshot = await cached_list(informer, "")
     assert names(snapshot) == ["a"], "the fence is in the stream, never in the cache"
     assert snapshot is not None and int(snapshot[1]) == source.rv, "current at the fence's own write"
     assert source.fence_writes == 1
@@ -67,15 +67,15 @@ async def test_events_in_flight_before_the_fence_are_in_the_answer(source: Fence
     source.write("b")
     source.write("a")
     source.write("elsewhere", relevant=False)
-    assert names(await informer.snapshot("")) == ["a", "b"]
+    assert names(await cached_list(informer, "")) == ["a", "b"]
 
 
 async def test_a_current_cache_writes_no_fence(source: FencedSource, informer: Informer) -> None:
     source.write("a")
     source.deliver()
     await asyncio.sleep(0.01)
-    assert names(await informer.snapshot("")) == ["a"]
-    assert names(await informer.snapshot("0")) == ["a"]
+    assert names(await cached_list(informer, "")) == ["a"]
+    assert names(await cached_list(informer, "0")) == ["a"]
     assert source.fence_writes == 0
     assert informer.consistent_lists == {"cache": 1}
 
@@ -86,7 +86,7 @@ async def test_fence_events_reach_watchers_as_bookmarks_only(source: FencedSourc
     plain_next, bookmarked_next = asyncio.create_task(anext(plain)), asyncio.create_task(anext(with_bookmarks))
     await asyncio.sleep(0.01)
     source.write("elsewhere", relevant=False)
-    await informer.snapshot("")
+    await cached_list(informer, "")
     first = await asyncio.wait_for(bookmarked_next, 5)  # a subscription with bookmarks opens with one at its start
     assert first["type"] == "BOOKMARK" and int(first["object"]["metadata"]["resourceVersion"]) < source.rv
     bookmark = await asyncio.wait_for(anext(with_bookmarks), 5)
@@ -106,7 +106,7 @@ async def test_a_fence_in_the_list_is_left_out(source: FencedSource) -> None:
 
     async with running(Informer(list_fn=list_with_fence, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
                                 fence=ReadFence(FENCE_KEY, source.write_fence), name="things")) as informer:
-        assert names(await informer.snapshot("0")) == ["a"]
+        assert names(await cached_list(informer, "0")) == ["a"]
 
 
 async def test_a_fence_that_cannot_be_written_declines_and_says_so_once(
@@ -114,8 +114,8 @@ async def test_a_fence_that_cannot_be_written_declines_and_says_so_once(
     source.failure = ApiError(403, "Forbidden", "helmreleases is forbidden")
     source.write("elsewhere", relevant=False)
     with caplog.at_level(logging.WARNING, logger="shared.client.informer"):
-        assert await informer.snapshot("") is None
-        assert await informer.snapshot("") is None
+        assert await cached_list(informer, "") is None
+        assert await cached_list(informer, "") is None
     assert [r.getMessage() for r in caplog.records].count(
         "things: read fence not written (403 Forbidden: helmreleases is forbidden); consistent lists go to "
         "kube-apiserver") == 1

@@ -1,4 +1,4 @@
-"""``Informer.snapshot``: when a list may be answered from the cache, by kube's resourceVersion rules.
+"""``Informer.entries``: when a list may be answered from the cache, by kube's resourceVersion rules.
 
 The source is a tiny stand-in for kube-apiserver with one global revision counter: ``write`` bumps it
 (as any write anywhere in the cluster does) and queues the event, which reaches the informer only when
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from shared.bodies import JSON
+from shared.bodies import JSON, loads
 from shared.client.informer import Informer, pack, without_managed_fields
 
 
@@ -71,6 +71,13 @@ async def informer(source: Source) -> AsyncIterator[Informer]:
         yield started
 
 
+async def cached_list(informer: Informer, resource_version: str | None,
+                   namespace: str | None = None) -> tuple[list[JSON], str] | None:
+    """What a list reads of the cache: :meth:`Informer.entries`, decoded."""
+    found = await informer.entries(resource_version, namespace)
+    return None if found is None else ([loads(entry.packed) for entry in found[0]], found[1])
+
+
 def names(snapshot: tuple[list[JSON], str] | None) -> list[str]:
     assert snapshot is not None
     return [obj["metadata"]["name"] for obj in snapshot[0]]
@@ -80,7 +87,7 @@ async def test_a_consistent_read_waits_for_an_event_in_flight(source: Source, in
     source.write("b")
     source.write("a")
     asyncio.get_running_loop().call_later(0.05, source.deliver)
-    snapshot = await informer.snapshot("")
+    snapshot = await cached_list(informer, "")
     assert names(snapshot) == ["a", "b"]
     assert snapshot is not None and snapshot[1] == str(source.rv)
     assert "managedFields" not in snapshot[0][0]["metadata"]
@@ -89,19 +96,19 @@ async def test_a_consistent_read_waits_for_an_event_in_flight(source: Source, in
 async def test_a_consistent_read_declines_when_the_cache_cannot_prove_it_is_current(
         source: Source, informer: Informer) -> None:
     source.write("a")
-    assert await informer.snapshot("") is None, "the event is not delivered: the cache must not answer"
+    assert await cached_list(informer, "") is None, "the event is not delivered: the cache must not answer"
     source.deliver()
     source.write("elsewhere", relevant=False)
-    assert await informer.snapshot("") is None, "a later revision it never sees: kube must answer"
+    assert await cached_list(informer, "") is None, "a later revision it never sees: kube must answer"
 
 
 async def test_resource_version_zero_is_any_state_and_n_is_not_older_than_n(source: Source, informer: Informer) -> None:
     source.write("a")
-    assert names(await informer.snapshot("0")) == []
-    assert await informer.snapshot(str(source.rv)) is None
+    assert names(await cached_list(informer, "0")) == []
+    assert await cached_list(informer, str(source.rv)) is None
     source.deliver()
-    assert names(await informer.snapshot(str(source.rv))) == ["a"]
-    assert await informer.snapshot("not-a-number") is None
+    assert names(await cached_list(informer, str(source.rv))) == ["a"]
+    assert await cached_list(informer, "not-a-number") is None
 
 
 async def test_a_namespace_snapshot_holds_that_namespace_only(source: Source, informer: Informer) -> None:
@@ -109,24 +116,24 @@ async def test_a_namespace_snapshot_holds_that_namespace_only(source: Source, in
     source.write("b", namespace="other")
     source.write("a")
     source.deliver()
-    snapshot = await informer.snapshot(str(source.rv), "other")
+    snapshot = await cached_list(informer, str(source.rv), "other")
     assert snapshot is not None and [o["metadata"]["namespace"] for o in snapshot[0]] == ["other"]
-    assert names(await informer.snapshot("0")) == ["a", "b"]
+    assert names(await cached_list(informer, "0")) == ["a", "b"]
 
 
 async def test_readers_get_their_own_copies(source: Source, informer: Informer) -> None:
     """The cache keeps objects packed: what a snapshot or a watch hands out is the reader's to change."""
     source.write("a")
     source.deliver()
-    snapshot = await informer.snapshot(str(source.rv))
+    snapshot = await cached_list(informer, str(source.rv))
     assert snapshot is not None
     snapshot[0][0]["metadata"]["name"] = "changed by a reader"
-    assert names(await informer.snapshot("0")) == ["a"]
+    assert names(await cached_list(informer, "0")) == ["a"]
     assert "managedFields" not in snapshot[0][0]["metadata"], "the transform applies to what is kept"
     subscription = informer.subscribe("0")
     event = await anext(subscription)
     event["object"]["metadata"]["labels"] = {"changed": "by a watcher"}
-    assert "labels" not in (await informer.snapshot("0") or ([{}], ""))[0][0]["metadata"]
+    assert "labels" not in (await cached_list(informer, "0") or ([{}], ""))[0][0]["metadata"]
     await subscription.aclose()
 
 
