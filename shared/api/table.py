@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.api import errors
 from shared.api.rest import Column, ResourceInfo
-from shared.bodies import JSON
+from shared.bodies import JSON, decoded
 
 log = logging.getLogger(__name__)
 
@@ -346,25 +346,28 @@ def watch_event(
     (or PartialObjectMetadata) carrying the resourceVersion.
     """
     kind = event.get("type")
-    obj = event.get("object") or {}
     if rendering.mode == JSON_MODE or kind == "ERROR":
         return event
+    obj = decoded(event.get("object") or {})  # a watch-list's initial events may still be encoded
     if rendering.mode == PARTIAL_MODE:
         return {"type": kind, "object": partial_metadata(obj, rendering.version)}
     if kind == "BOOKMARK":
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
-        return {
-            "type": kind,
-            "object": table(
-                info,
-                [],
-                table_cells,
-                list_metadata={"resourceVersion": rv} if rv else None,
-                version=rendering.version,
-                headers=headers,
-            ),
-        }
+        return {"type": kind, "object": _bookmark_table(info, obj, include, rendering.version)}
     return {
         "type": kind,
         "object": object_table(info, obj, table_cells, include=include, version=rendering.version, headers=headers),
     }
+
+
+def _bookmark_table(info: ResourceInfo, bookmark: JSON, include: str, version: str) -> JSON:
+    """A BOOKMARK as kube-apiserver renders one as a Table: no column definitions and one row whose cells
+    are empty (a bookmark has no name and no columns) and whose object carries the bookmark's metadata, so
+    the resourceVersion and a watch-list's ``k8s.io/initial-events-end`` annotation reach the client."""
+    row: JSON = {"cells": [""] + [None] * (len(columns(info)) - 1)}
+    if include == INCLUDE_OBJECT:
+        row["object"] = bookmark
+    elif include == INCLUDE_METADATA:
+        row["object"] = partial_metadata(bookmark, version)
+    rv = (bookmark.get("metadata") or {}).get("resourceVersion")
+    return {"kind": "Table", "apiVersion": f"meta.k8s.io/{version}",
+            "metadata": _list_meta({"resourceVersion": rv}), "columnDefinitions": None, "rows": [row]}

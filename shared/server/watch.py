@@ -18,7 +18,7 @@ from aiohttp import web
 
 from shared.api import errors, table
 from shared.api.rest import ListOptions, RequestContext, Storage
-from shared.bodies import JSON, decoded, dumps
+from shared.bodies import JSON, dumps
 from shared.server.call import Call
 from shared.service.metrics import Metrics
 
@@ -157,7 +157,7 @@ async def _initial_events_then_watch(
     )
     lst = await storage.list(ctx, namespace, first)
     for item in lst.get("items") or []:
-        yield {"type": "ADDED", "object": decoded(item)}
+        yield {"type": "ADDED", "object": item}
     rv = (lst.get("metadata") or {}).get("resourceVersion") or ""
     yield {
         "type": "BOOKMARK",

@@ -132,3 +132,31 @@ def test_watch_from_a_resource_version_sees_each_change(contract: Contract, stac
     query = f"labelSelector=batch%3Dwatched&timeoutSeconds=2&resourceVersion={created['metadata']['resourceVersion']}"
     # Leaving the selector is a DELETED to this watcher; the real delete after it is none of its business.
     assert watch_events(contract, query) == [("MODIFIED", "watched"), ("DELETED", "watched")]
+
+
+@pytest.mark.parametrize("accept", ["application/json", "application/json;as=Table;v=v1;g=meta.k8s.io"])
+def test_watch_list_starts_with_every_object_whole(listed: Contract, stack: Stack, accept: str) -> None:
+    """``sendInitialEvents=true`` (client-go's watch-list): an ADDED event per current object, as a list
+    would show it (the list's items may come encoded from the service's cache), then the bookmark."""
+    query = ("watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
+             "&labelSelector=batch%3Dlist&timeoutSeconds=2")
+    request = urllib.request.Request(f"{listed.api.cluster.server}{stack.collection}?{query}",
+                                     headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=30, context=listed.api.ctx) as response:
+        events = [json.loads(line) for line in response.read().decode().splitlines() if line.strip()]
+    added = [e["object"] for e in events if e["type"] == "ADDED"]
+    bookmarks = [e["object"] for e in events if e["type"] == "BOOKMARK"]
+    assert [e["type"] for e in events[:len(LISTED)]] == ["ADDED"] * len(LISTED), events
+    if accept == "application/json":
+        assert {o["metadata"]["name"] for o in added} == set(LISTED)
+        assert all(o["kind"] == KIND and o["spec"]["size"] == 1 for o in added), added
+        ends = [b["metadata"] for b in bookmarks]
+    else:
+        assert all(o["kind"] == "Table" for o in added), added
+        assert {row["cells"][0] for o in added for row in o["rows"]} == set(LISTED)
+        # kube-apiserver's Table of a bookmark (asked of a CRD): no columns, one row of empty cells whose
+        # object carries the bookmark's metadata.
+        assert all(b["columnDefinitions"] is None and len(b["rows"]) == 1 for b in bookmarks), bookmarks
+        assert all(b["rows"][0]["cells"] == [""] + [None] * (len(stack.columns) - 1) for b in bookmarks), bookmarks
+        ends = [b["rows"][0]["object"]["metadata"] for b in bookmarks]
+    assert any((m.get("annotations") or {}).get("k8s.io/initial-events-end") == "true" for m in ends), events

@@ -193,10 +193,15 @@ def test_watch_events() -> None:
     assert later["object"]["columnDefinitions"] == []
     error = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
     assert table.watch_event(INFO, error, cells, rendering) == error
-    bookmark = {"type": "BOOKMARK", "object": {"kind": "Thing", "metadata": {"resourceVersion": "9"}}}
+    end = {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "Thing", "metadata": end}}
     converted = table.watch_event(INFO, bookmark, cells, rendering)
-    assert converted["object"]["rows"] == []
+    # As kube-apiserver renders a custom resource's bookmark: one row of empty cells carrying the metadata.
     assert converted["object"]["metadata"] == {"resourceVersion": "9"}
+    assert converted["object"]["columnDefinitions"] is None
+    [row] = converted["object"]["rows"]
+    assert row["cells"] == ["", None, None, None]
+    assert row["object"] == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": end}
     plain = {"type": "ADDED", "object": obj()}
     assert table.watch_event(INFO, plain, cells, table.Rendering()) == plain
     partial = table.watch_event(INFO, plain, cells, table.Rendering("partial", "v1"))
