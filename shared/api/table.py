@@ -361,13 +361,11 @@ def watch_event(
 
 def _bookmark_table(info: ResourceInfo, bookmark: JSON, include: str, version: str) -> JSON:
     """A BOOKMARK as kube-apiserver renders one as a Table: no column definitions and one row whose cells
-    are empty (a bookmark has no name and no columns) and whose object carries the bookmark's metadata, so
-    the resourceVersion and a watch-list's ``k8s.io/initial-events-end`` annotation reach the client."""
-    row: JSON = {"cells": [""] + [None] * (len(columns(info)) - 1)}
-    if include == INCLUDE_OBJECT:
-        row["object"] = bookmark
-    elif include == INCLUDE_METADATA:
-        row["object"] = partial_metadata(bookmark, version)
+    are empty (a bookmark has no name and no columns) and whose object carries the bookmark's metadata even
+    with ``includeObject=None``, so the resourceVersion and a watch-list's ``k8s.io/initial-events-end``
+    annotation reach the client."""
+    row: JSON = {"cells": [""] + [None] * (len(columns(info)) - 1),
+                 "object": bookmark if include == INCLUDE_OBJECT else partial_metadata(bookmark, version)}
     rv = (bookmark.get("metadata") or {}).get("resourceVersion")
     return {"kind": "Table", "apiVersion": f"meta.k8s.io/{version}",
             "metadata": _list_meta({"resourceVersion": rv}), "columnDefinitions": None, "rows": [row]}

@@ -134,12 +134,15 @@ def test_watch_from_a_resource_version_sees_each_change(contract: Contract, stac
     assert watch_events(contract, query) == [("MODIFIED", "watched"), ("DELETED", "watched")]
 
 
-@pytest.mark.parametrize("accept", ["application/json", "application/json;as=Table;v=v1;g=meta.k8s.io"])
-def test_watch_list_starts_with_every_object_whole(listed: Contract, stack: Stack, accept: str) -> None:
+@pytest.mark.parametrize(("accept", "include"), [("application/json", ""),
+                                               ("application/json;as=Table;v=v1;g=meta.k8s.io", ""),
+                                               ("application/json;as=Table;v=v1;g=meta.k8s.io", "None")])
+def test_watch_list_starts_with_every_object_whole(listed: Contract, stack: Stack, accept: str, include: str) -> None:
     """``sendInitialEvents=true`` (client-go's watch-list): an ADDED event per current object, as a list
-    would show it (the list's items may come encoded from the service's cache), then the bookmark."""
+    would show it (the list's items may come encoded from the service's cache), then the bookmark, which
+    carries its metadata even in a Table without objects (as kube-apiserver's does)."""
     query = ("watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"
-             "&labelSelector=batch%3Dlist&timeoutSeconds=2")
+             "&labelSelector=batch%3Dlist&timeoutSeconds=2" + (f"&includeObject={include}" if include else ""))
     request = urllib.request.Request(f"{listed.api.cluster.server}{stack.collection}?{query}",
                                      headers={"Accept": accept})
     with urllib.request.urlopen(request, timeout=30, context=listed.api.ctx) as response:

@@ -202,6 +202,10 @@ def test_watch_events() -> None:
     [row] = converted["object"]["rows"]
     assert row["cells"] == ["", None, None, None]
     assert row["object"] == {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": end}
+    [bare] = table.watch_event(INFO, bookmark, cells, rendering, include=table.INCLUDE_NONE)["object"]["rows"]
+    assert bare["object"] == row["object"], "a bookmark keeps its metadata in a Table without objects"
+    [whole] = table.watch_event(INFO, bookmark, cells, rendering, include=table.INCLUDE_OBJECT)["object"]["rows"]
+    assert whole["object"] == bookmark["object"]
     plain = {"type": "ADDED", "object": obj()}
     assert table.watch_event(INFO, plain, cells, table.Rendering()) == plain
     partial = table.watch_event(INFO, plain, cells, table.Rendering("partial", "v1"))
