@@ -69,7 +69,7 @@ class _Entry(NamedTuple):
 
 
 class Cached(NamedTuple):
-    """One object of a consistent :meth:`Informer.entries` answer, still packed: a reader that keeps
+    """One object of an :meth:`Informer.entries` answer, still packed: a reader that keeps
     something derived from it can tell by ``rv`` whether that is still current without decoding it."""
 
     key: Key
