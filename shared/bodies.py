@@ -47,7 +47,7 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value, default=_fragment)
     except TypeError:
-        return json.dumps(decoded(value), separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(_decoded(value), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def loads(raw: bytes | str) -> Any:
@@ -59,14 +59,20 @@ def loads(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
-def decoded(value: Any) -> Any:
-    """``value`` with every :class:`Encoded` in it decoded: for readers that need the objects themselves."""
+def plain(value: Any) -> Any:
+    """``value`` itself, or a decoded copy when it is :class:`Encoded`: for a reader of one item that may
+    come encoded (a list's item, a watch-list's initial event) and needs the object."""
+    return value.decoded() if isinstance(value, Encoded) else value
+
+
+def _decoded(value: Any) -> Any:
+    """``value`` with every :class:`Encoded` in it decoded, wherever it stands (the json module's fallback)."""
     if isinstance(value, Encoded):
         return value.decoded()
     if isinstance(value, dict):
-        return {k: decoded(v) for k, v in value.items()}
+        return {k: _decoded(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [decoded(v) for v in value]
+        return [_decoded(v) for v in value]
     return value
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.api import errors
 from shared.api.rest import Column, ResourceInfo
-from shared.bodies import JSON, decoded
+from shared.bodies import JSON, plain
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +348,7 @@ def watch_event(
     kind = event.get("type")
     if rendering.mode == JSON_MODE or kind == "ERROR":
         return event
-    obj = decoded(event.get("object") or {})  # a watch-list's initial events may still be encoded
+    obj = plain(event.get("object") or {})  # a watch-list's initial events may still be encoded
     if rendering.mode == PARTIAL_MODE:
         return {"type": kind, "object": partial_metadata(obj, rendering.version)}
     if kind == "BOOKMARK":

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from shared.api import table
 from shared.api.rest import Storage
-from shared.bodies import JSON, decoded
+from shared.bodies import JSON, plain
 from shared.server.call import Call
 from shared.server.requestinfo import Output
 from shared.server.responses import json_response
@@ -25,8 +25,9 @@ async def list_(call: Call) -> web.Response:
 def _render(storage: Storage, body: JSON, output: Output, *, many: bool) -> JSON:
     """``body`` (one object, or a list when ``many``) in the negotiated form."""
     rendering = output.rendering
-    if rendering.mode != table.JSON_MODE:
-        body = decoded(body)  # a list's items may still be encoded (shared.client.projections)
+    if many and rendering.mode != table.JSON_MODE:
+        # A list's items may still be encoded (shared.client.projections); a Table reads them.
+        body = {**body, "items": [plain(item) for item in body.get("items") or []]}
     if rendering.mode == table.TABLE_MODE:
         to_table = table.list_table if many else table.object_table
         return to_table(storage.info, body, storage.table_cells, include=output.include, version=rendering.version)

@@ -84,6 +84,16 @@ def test_list_is_a_typed_list(listed: Contract, stack: Stack) -> None:
     assert body["metadata"].get("resourceVersion"), body
 
 
+def test_metadata_only_list(listed: Contract, stack: Stack) -> None:
+    """What garbage collectors and ``kubectl get -o name``-style clients ask for: each item's metadata only."""
+    code, body = listed.api.request("GET", f"{stack.collection}?labelSelector=batch%3Dlist",
+                                    accept="application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")
+    assert code == 200 and body["kind"] == "PartialObjectMetadataList", body
+    assert {i["kind"] for i in body["items"]} == {"PartialObjectMetadata"}, body
+    assert {i["metadata"]["name"] for i in body["items"]} == set(LISTED)
+    assert all(i["metadata"]["labels"]["batch"] == "list" and "spec" not in i for i in body["items"]), body
+
+
 # ------------------------------------------------------------------------- Table
 
 

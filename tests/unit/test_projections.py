@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from shared.api import selectors
-from shared.bodies import JSON, Encoded, decoded, dumps
+from shared.bodies import JSON, Encoded, dumps, plain
 from shared.client.informer import Informer
 from shared.client.projections import Projections
 from tests.unit.test_informer import FakeKube, _informer, _settle
@@ -98,9 +98,10 @@ def test_encoded_values_are_written_as_they_are_and_decode_to_fresh_copies() -> 
     body = {"kind": "List", "items": [item, {"plain": True}]}
     assert json.loads(dumps(body)) == {"kind": "List", "items": [{"metadata": {"name": "x"}, "spec": {"n": 1}},
                                                                  {"plain": True}]}
-    first = decoded(body)
-    first["items"][0]["spec"]["n"] = 2
-    assert decoded(body)["items"][0]["spec"] == {"n": 1}
+    first = plain(item)
+    first["spec"]["n"] = 2
+    assert plain(item)["spec"] == {"n": 1}, "each reader gets its own copy"
+    assert plain(body) is body, "what is not encoded is left as it is"
 
 
 def test_encoded_values_survive_the_json_module_fallback() -> None:
