@@ -2,6 +2,12 @@
 
 Handlers raise :class:`~shared.api.errors.ApiError` (or let anything else escape); this is the one
 place that turns that into what kube-apiserver would answer, so no handler renders its own errors.
+
+Every request is counted (``apiserver_request_*`` metrics), but like kube-apiserver, which logs a request
+only at a higher verbosity or when it is slow, a service does not log every request by default: the
+line costs more CPU than the projection of a get (docs/perf/README.md, round 8).  The request log is its
+own logger, :data:`REQUEST_LOGGER`: a failed (5xx) or slow request is a warning; every other request is
+at info, which the services show with ``--log-requests``; health probes are at debug.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ from shared.server.responses import method_not_allowed, not_found, status_respon
 from shared.service.metrics import Metrics
 
 log = logging.getLogger(__name__)
+#: The request log's logger; ``--log-requests`` lowers its level to info.
+REQUEST_LOGGER = "shared.server.requests"
+requests_log = logging.getLogger(REQUEST_LOGGER)
+#: A request that is not a watch and takes longer than this is logged as slow (kube-apiserver traces
+#: requests over a second, or half a second for some verbs, the same way).
+SLOW_REQUEST_SECONDS = 1.0
 
 @dataclass
 class RequestLog:
@@ -49,24 +61,40 @@ def middleware(metrics: Metrics) -> Middleware:
         elapsed = time.monotonic() - started
         if not record.quiet:
             metrics.observe(record.verb, record.group, record.resource, response.status, elapsed)
-        log.log(
-            logging.DEBUG if record.quiet else logging.INFO,
-            "request",
-            extra={
-                "method": request.method,
-                "path": request.path,
-                "query": request.query_string,
-                "user": record.user,
-                "verb": record.verb,
-                "resource": record.resource,
-                "code": response.status,
-                "duration_ms": round(elapsed * 1000, 2),
-                "request_id": record.request_id,
-            },
-        )
+        level = request_level(record, response.status, elapsed)
+        if requests_log.isEnabledFor(level):
+            requests_log.log(
+                level,
+                "request",
+                extra={
+                    "method": request.method,
+                    "path": request.path,
+                    "query": request.query_string,
+                    "user": record.user,
+                    "verb": record.verb,
+                    "resource": record.resource,
+                    "code": response.status,
+                    "duration_ms": round(elapsed * 1000, 2),
+                    "request_id": record.request_id,
+                },
+            )
         return response
 
     return observe
+
+
+def log_every_request(enabled: bool) -> None:
+    """Show every request's line (``--log-requests``), or only failed and slow ones (the default)."""
+    requests_log.setLevel(logging.INFO if enabled else logging.WARNING)
+
+
+def request_level(record: RequestLog, code: int, elapsed: float) -> int:
+    """How loud one request's log line is: a probe is debug, a failure or a slow answer a warning."""
+    if record.quiet:
+        return logging.DEBUG
+    if code >= 500 or (elapsed > SLOW_REQUEST_SECONDS and record.verb != "watch"):
+        return logging.WARNING
+    return logging.INFO
 
 
 async def _respond(request: web.Request, handler: Handler, record: RequestLog) -> web.StreamResponse:

@@ -29,6 +29,7 @@ from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
+from shared.server.middleware import log_every_request
 from shared.service import memory
 from shared.service.logs import setup_logging
 from shared.service.operator import run_operator
@@ -52,6 +53,8 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-cert-file", help="serving certificate (PEM); generated self-signed when omitted")
     parser.add_argument("--tls-private-key-file", help="serving key (PEM)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default %(default)s)")
+    parser.add_argument("--log-requests", action="store_true",
+                        help="log every request (by default only failed (5xx) and slow ones, as kube-apiserver does)")
     parser.add_argument("--leader-elect", action="store_true",
                         help="only the holder of a Lease writes (status, Events, rollouts); every replica serves")
     parser.add_argument("--leader-elect-namespace", default=None,
@@ -238,6 +241,7 @@ def main(description: str, component: str, wiring: Callable[[argparse.Namespace]
         extra_arguments(parser)
     args = parser.parse_args(argv)
     setup_logging(args.log_level.upper())
+    log_every_request(args.log_requests)
     if memory.pin_mmap_threshold():
         log.info("large blocks are mmapped, and leave the process when freed",
                  extra={"mmap_threshold_bytes": memory.MMAP_THRESHOLD})

@@ -9,7 +9,7 @@ import datetime
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from shared.api import errors, selectors
 from shared.api.rest import Column, ListOptions, RequestContext, ResourceInfo, User, WriteOptions
 from shared.bodies import JSON
 from shared.security.authz import Attributes, NonResourceAttributes, ResourceAttributes
+from shared.server import middleware
 from shared.server.apiserver import ApiServer
 
 GROUP, VERSION = "apps.example.io", "v1alpha1"
@@ -1022,3 +1023,55 @@ def test_cluster_scoped_resources_are_refused() -> None:
     info = ResourceInfo(GROUP, VERSION, "Cluster", "clusters", "cluster", {}, namespaced=False)
     with pytest.raises(ValueError, match="only namespaced"):
         ApiServer().register(MemoryStorage(info))
+
+
+# --- the request log ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def request_lines(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Captured logs; the request logger's level is left as each test sets it, and restored after."""
+    caplog.set_level(logging.DEBUG)  # the handler takes all; the request logger's own level decides
+    logger = logging.getLogger(middleware.REQUEST_LOGGER)
+    before = logger.level
+    try:
+        yield caplog
+    finally:
+        logger.setLevel(before)
+
+
+def lines_of(caplog: pytest.LogCaptureFixture) -> list[tuple[str, int, str]]:
+    return [(r.levelname, vars(r)["code"], vars(r)["verb"])
+            for r in caplog.records if r.name == middleware.REQUEST_LOGGER]
+
+
+async def test_by_default_only_failed_requests_are_logged(env: Env, request_lines: pytest.LogCaptureFixture) -> None:
+    middleware.log_every_request(False)
+    assert (await env.call("GET", f"{BASE}/namespaces/ns/things")).status == 200
+    assert (await env.call("GET", f"{BASE}/namespaces/ns/things/missing")).status == 404
+    assert (await env.call("GET", "/healthz")).status == 200
+    env.storage.fail_with = RuntimeError("boom")
+    assert (await env.call("GET", f"{BASE}/namespaces/ns/things/a")).status == 500
+    assert lines_of(request_lines) == [("WARNING", 500, "get")]
+
+
+async def test_log_requests_logs_every_request_but_probes(env: Env, request_lines: pytest.LogCaptureFixture) -> None:
+    middleware.log_every_request(True)
+    assert (await env.call("GET", f"{BASE}/namespaces/ns/things")).status == 200
+    assert (await env.call("GET", f"{BASE}/namespaces/ns/things/missing")).status == 404
+    assert (await env.call("GET", "/healthz")).status == 200
+    assert lines_of(request_lines) == [("INFO", 200, "list"), ("INFO", 404, "get")]
+    line = next(r for r in request_lines.records if r.name == middleware.REQUEST_LOGGER)
+    assert (vars(line)["user"], vars(line)["path"]) == ("alice", f"{BASE}/namespaces/ns/things")
+
+
+@pytest.mark.parametrize(("verb", "code", "seconds", "level"), [
+    ("get", 200, 0.01, logging.INFO),
+    ("get", 422, 0.01, logging.INFO),
+    ("create", 503, 0.01, logging.WARNING),
+    ("list", 200, 1.5, logging.WARNING),
+    ("watch", 200, 300.0, logging.INFO),  # a watch lasts as long as the client keeps it
+])
+def test_request_level(verb: str, code: int, seconds: float, level: int) -> None:
+    assert middleware.request_level(middleware.RequestLog(verb=verb), code, seconds) == level
+    assert middleware.request_level(middleware.RequestLog(verb=verb, quiet=True), code, seconds) == logging.DEBUG
