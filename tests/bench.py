@@ -7,7 +7,9 @@
 - B2 rolling a definition change out to 1000 instances vs a raw patch loop with the same concurrency (8);
 - B3 the service's resident memory at 1000, 5000 and 10000 Applications;
 - B4 watch latency, backing change -> event, through aggregation vs a direct watch (p50/p99);
-- the scale curve: get and list cost and RSS at 100 / 1000 / 5000 / 10000 Applications.
+- the scale curve: get and list cost and RSS at 100 / 1000 / 5000 / 10000 Applications;
+- the floor under B1's get and create: the direct operation through :mod:`tests.relay`, a server that only relays
+  it (the two extra hops alone), so that what a service adds above it is its own work.
 
 Every ratio is computed per round, aggregated and direct interleaved in that round so that a change of machine
 load hits both sides; a figure is the median of the rounds' ratios, reported with their range.  These are
