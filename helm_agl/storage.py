@@ -5,7 +5,8 @@ validate -> build -> validating admission (ValidatingAdmissionPolicies, validati
 kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
 cheapest consistent read); lists are answered from the informer whenever that is as consistent as
-kube-apiserver would be (:meth:`Informer.snapshot`), else from kube-apiserver; watches are served
+kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per revision
+by :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served
 from one :class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w``
 share one upstream watch and survive a kube-apiserver restart.
 """
@@ -182,7 +183,7 @@ class ApplicationStorage:
 
     async def _cached_list(self, namespace: str | None, options: ListOptions) -> JSON | None:
         """The list from the informer when kube's resourceVersion semantics allow it (see
-        :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
+        :meth:`Informer.entries`) and it fits in one page; None means: ask kube-apiserver."""
         if options.continue_token:
             return None
         user_selector = selectors.parse_label_selector(options.label_selector)

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from localcluster import aggregation, crds, processes, services
-from localcluster.cluster import Cluster, free_port
+from localcluster import aggregation, crds, services
+from localcluster.cluster import Cluster
 
 from shared.service.memory import freeze_startup_objects
 from tests import relay as relay_server
@@ -515,28 +515,21 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
         proc.wait(60)
 
 
+#: :mod:`tests.relay`, started and registered the way the services are.
+RELAY_SERVICE = services.Service("bench-relay", "tests.relay", relay_server.GROUP, relay_server.VERSION)
+
+
 @contextmanager
 def relay(cluster: Cluster, stack: Stack) -> Iterator[int]:
     """Run :mod:`tests.relay` for ``stack``'s backing objects behind its own APIService; yields its pid."""
-    ca, cert = aggregation.serving_cert(cluster, "bench-relay", services.NAMESPACE)
-    port = free_port()
-    log_file = cluster.logs_dir / "bench-relay.log"
-    with log_file.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.relay", "--kubeconfig", str(cluster.kubeconfig), "--secure-port", str(port),
-             "--tls-cert-file", str(cert.cert), "--tls-private-key-file", str(cert.key),
-             "--client-ca-file", str(cluster.pki_dir / "front-proxy-ca.crt"), "--backing", stack.backing,
-             "--plural", stack.backing_plural, "--kind", "Relayed"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            cwd=Path(__file__).resolve().parents[1])
+    running = services.start(cluster, RELAY_SERVICE, extra_args=(
+        "--client-ca-file", str(cluster.pki_dir / "front-proxy-ca.crt"), "--backing", stack.backing,
+        "--plural", stack.backing_plural, "--kind", "Relayed"))
     try:
-        aggregation.register(cluster, group=relay_server.GROUP, version=relay_server.VERSION, service="bench-relay",
-                             namespace=services.NAMESPACE, port=port, ca_bundle=ca.cert)
-        aggregation.wait_available(cluster, relay_server.GROUP, relay_server.VERSION)
-        yield proc.pid
+        yield running.pid
     finally:
+        services.stop(cluster, RELAY_SERVICE)
         aggregation.unregister(cluster, relay_server.GROUP, relay_server.VERSION)
-        processes.terminate(proc.pid, grace=10)
 
 
 def hops(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -7,7 +7,8 @@ kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on 
 keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
 Gets go to kube-apiserver (one get is already the cheapest consistent read); lists are answered
 from the informer whenever that is as consistent as kube-apiserver would be
-(:meth:`Informer.snapshot`), else from kube-apiserver; watches are served from one
+(:meth:`Informer.entries`, each object's projection kept per revision by
+:class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served from one
 :class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
@@ -291,7 +292,7 @@ class ApplicationStorage:
 
     async def _cached_list(self, namespace: str | None, options: ListOptions) -> JSON | None:
         """The list from the informer when kube's resourceVersion semantics allow it (see
-        :meth:`Informer.snapshot`) and it fits in one page; None means: ask kube-apiserver."""
+        :meth:`Informer.entries`) and it fits in one page; None means: ask kube-apiserver."""
         if options.continue_token:
             return None
         user_selector = selectors.parse_label_selector(options.label_selector)

@@ -136,8 +136,8 @@ class Informer:
     and ``watch_fn(rv)`` yields raw ``{"type", "object"}`` events after ``rv`` until the stream
     ends, raising on failure.
 
-    The cache keeps each object packed (:func:`pack`); what :meth:`snapshot` and subscriptions hand
-    out are fresh copies, which their readers may mutate.
+    The cache keeps each object packed (:func:`pack`); :meth:`entries` hands them out still packed, and
+    subscriptions hand out fresh copies, which their readers may mutate.
     """
 
     def __init__(
