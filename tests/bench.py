@@ -9,7 +9,9 @@
 - B4 watch latency, backing change -> event, through aggregation vs a direct watch (p50/p99);
 - the scale curve: get and list cost and RSS at 100 / 1000 / 5000 / 10000 Applications;
 - the floor under B1's get and create: the direct operation through :mod:`tests.relay`, a server that only relays
-  it (the two extra hops alone), so that what a service adds above it is its own work.
+  it (the two extra hops alone), so that what a service adds above it is its own work; and, from the service's
+  own ``/metrics`` around each round, how its get and create split: outside its handler, its own steps, and its
+  kube requests (:meth:`Bench.split`).
 
 Every ratio is computed per round, aggregated and direct interleaved in that round so that a change of machine
 load hits both sides; a figure is the median of the rounds' ratios, reported with their range.  These are
@@ -44,6 +46,7 @@ from localcluster.cluster import Cluster
 
 from shared.service.memory import freeze_startup_objects
 from tests import relay as relay_server
+from tests.kube import metric_samples, service_metrics
 
 SAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "definitions"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -145,6 +148,26 @@ class Figure:
                 "direct_ms": round(statistics.median(d for _, d in self.rounds) * 1000, 2), "what": self.what}
 
 
+@dataclass(frozen=True)
+class Clock:
+    """Totals from the service's ``/metrics``: ``answering`` by (verb, "seconds" | "count"), and ``kube``, the
+    seconds of its requests for the backing resource."""
+
+    answering: dict[tuple[str, str], float]
+    kube: float
+
+
+@dataclass(frozen=True)
+class Inside:
+    """One round of an operation through the service, mean seconds per operation: at the caller (``wall``), in
+    the service's handler (``answering``: from its middleware in to the answer out) and, within that, waiting for
+    kube-apiserver on the backing resource (``kube``)."""
+
+    wall: float
+    answering: float
+    kube: float
+
+
 def timed(fn: Callable[[], Any], repeat: int) -> float:
     start = time.perf_counter()
     for _ in range(repeat):
@@ -174,8 +197,13 @@ def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
 class Bench:
     """The benchmarks of one service, on a cluster where the service runs."""
 
-    def __init__(self, cluster: Cluster, stack: Stack, pid: int, rounds: int, count: int = B1_COUNT) -> None:
+    def __init__(self, cluster: Cluster, stack: Stack, pid: int, rounds: int, count: int = B1_COUNT,
+                 port: int | None = None) -> None:
         self.cluster, self.stack, self.pid, self.rounds, self.count = cluster, stack, pid, rounds, count
+        #: Where the service's own ``/metrics`` are read (:meth:`inside`); None: not read.
+        self.port = port
+        #: Per B1 operation and round, how the service's answer splits (:meth:`inside`).
+        self.inside: dict[str, list[Inside]] = {"b1_get": [], "b1_create": []}
         self.client = Client(cluster)
         self.pool = Pool(cluster)
         self.figures: dict[str, Figure] = {}
@@ -210,6 +238,31 @@ class Bench:
         return {"apiVersion": s.apps.removeprefix("/apis/"), "kind": s.kind,
                 "metadata": {"name": name, "namespace": namespace}, "spec": s.spec}
 
+    def service_clock(self) -> Clock:
+        """The service's own totals so far: seconds spent answering each verb on the kind, and on its kube requests
+        for the backing resource (``apiserver_request_duration_seconds``, ``agl_kube_request_duration_seconds``)."""
+        assert self.port is not None
+        text = service_metrics(self.cluster, self.port)
+        answering = {(labels["verb"], field): value for suffix, field in (("_sum", "seconds"), ("_count", "count"))
+                     for labels, value in metric_samples(text, "apiserver_request_duration_seconds" + suffix)
+                     if labels["resource"] == self.stack.plural}
+        kube = sum(value for labels, value in metric_samples(text, "agl_kube_request_duration_seconds_sum")
+                   if labels["resource"] == self.stack.backing_plural)
+        return Clock(answering, kube)
+
+    def timed_inside(self, key: str, verb: str, fn: Callable[[], Any], repeat: int) -> float:
+        """:func:`timed`, and when the service's metrics are read, how its answers split (into ``inside``)."""
+        if self.port is None:
+            return timed(fn, repeat)
+        before = self.service_clock()
+        wall = timed(fn, repeat)
+        after = self.service_clock()
+        count = after.answering.get((verb, "count"), 0) - before.answering.get((verb, "count"), 0)
+        answering = after.answering.get((verb, "seconds"), 0) - before.answering.get((verb, "seconds"), 0)
+        if count == repeat:  # else something else was answered meanwhile: the split would be wrong
+            self.inside[key].append(Inside(wall, answering / count, (after.kube - before.kube) / count))
+        return wall
+
     def figure(self, key: str, what: str) -> Figure:
         return self.figures.setdefault(key, Figure(key, what))
 
@@ -223,8 +276,8 @@ class Bench:
         strict = "?fieldValidation=Strict"
         for r in range(self.rounds):
             names = [f"b1-{r}-{i}" for i in range(per_round)]
-            aggregated = timed(iter_call(self.client, "POST", self.app_path("bench"),
-                                         [self.app("bench", n) for n in names]), per_round)
+            aggregated = self.timed_inside("b1_create", "create", iter_call(
+                self.client, "POST", self.app_path("bench"), [self.app("bench", n) for n in names]), per_round)
             bodies = [self.direct_body(f"direct-{n}", {"bench": "direct"}) for n in names]
             direct = timed(iter_call(self.client, "POST", self.backing_path("bench") + strict, bodies), per_round)
             bodies = [self.direct_body(f"relay-{n}", {"bench": "relay"}) for n in names]
@@ -244,7 +297,8 @@ class Bench:
         for _ in range(self.rounds):
             hop.rounds.append((timed(lambda: self.client.call("GET", s.apps), 200),
                                timed(lambda: self.client.call("GET", s.backing), 200)))
-            aggregated = timed(lambda: self.client.call("GET", self.app_path("bench", first)), 200)
+            aggregated = self.timed_inside("b1_get", "get",
+                                           lambda: self.client.call("GET", self.app_path("bench", first)), 200)
             direct = timed(lambda: self.client.call("GET", self.backing_path("bench", s.prefix + first)), 200)
             relayed = timed(lambda: self.client.call("GET", self.relay_path("bench", s.prefix + first)), 200)
             get.rounds.append((aggregated, direct))
@@ -280,7 +334,27 @@ class Bench:
             out[key] = {"floor_ratio": round(statistics.median(r / d for (_, d), r, _ in paired), 3),
                         "own_ms": round(statistics.median(a - r for (a, _), r, _ in paired) * 1000, 2),
                         "proxied_floor_ratio": round(statistics.median((d + h) / d for (_, d), _, h in paired), 3)}
+            out[key] |= self.split(key)
         return out
+
+    def split(self, key: str) -> dict[str, float]:
+        """Where one operation through the service went, from its own metrics (medians of the rounds, ms): outside
+        its handler (``outside_ms``: kube-apiserver's proxying both ways and the HTTP/TLS of the first hop), its own
+        steps (``steps_ms``: the handler's time less its backing kube calls) and those calls (``kube_ms``), and
+        what they took over the same operation done directly (``kube_over_direct_ms``: the second hop, and
+        kube-apiserver busier with the service's background work, such as the create's Event)."""
+        rounds = self.inside[key]
+        if not rounds:
+            return {}
+        direct = statistics.median(d for _, d in self.figures[key].rounds)
+
+        def ms(values: Iterator[float]) -> float:
+            return round(statistics.median(values) * 1000, 2)
+
+        kube = ms(r.kube for r in rounds)
+        return {"outside_ms": ms(r.wall - r.answering for r in rounds),
+                "steps_ms": ms(r.answering - r.kube for r in rounds), "kube_ms": kube,
+                "kube_over_direct_ms": round(kube - direct * 1000, 2)}
 
     # ------------------------------------------------------------------ B2
     def b2(self) -> None:
@@ -602,7 +676,7 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         time.sleep(3)
         baseline = rss_kib(service.pid) / 1024
-        bench = Bench(cluster, stack, service.pid, args.rounds, args.count)
+        bench = Bench(cluster, stack, service.pid, args.rounds, args.count, port=service.port)
         print(f"{name}: pid {service.pid}, baseline RSS {baseline:.1f} MiB", flush=True)
         if args.memory:
             return bench.memory(baseline, args.scale)

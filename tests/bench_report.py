@@ -68,6 +68,23 @@ def markdown(results: dict[str, Any]) -> str:
             for key, floor in r["floors"].items():
                 lines.append(f"| {key} | {r[key]['ratio']:.2f} | {floor['floor_ratio']:.2f} | "
                              f"{floor['own_ms']:.2f} ms | {floor['proxied_floor_ratio']:.2f} |")
+            if all("steps_ms" in floor for floor in r["floors"].values()):
+                lines += ["", "Where one operation through the service goes, from the service's own `/metrics` read "
+                          "before and after each round (`apiserver_request_duration_seconds` for its handler, "
+                          "`agl_kube_request_duration_seconds` for its requests on the backing resource); medians "
+                          "of the rounds, ms per operation. *Outside the service*: the caller's time less the "
+                          "handler's, i.e. kube-apiserver's proxying both ways and the first hop's HTTP and TLS. "
+                          "*Its steps*: the handler's time less its backing requests (authentication and "
+                          "authorization of the caller, admission, validation, translation, field management, "
+                          "projection). *Its kube requests*, and what they took over the same operation done "
+                          "directly (the second hop, and a kube-apiserver busier with what the service does in the "
+                          "background, such as the create's Event):", "",
+                          "| benchmark | through the service | outside the service | its steps | its kube requests | "
+                          "direct | kube requests over direct |", "|---|---:|---:|---:|---:|---:|---:|"]
+                for key, floor in r["floors"].items():
+                    lines.append(f"| {key} | {r[key]['aggregated_ms']:.2f} | {floor['outside_ms']:.2f} | "
+                                 f"{floor['steps_ms']:.2f} | {floor['kube_ms']:.2f} | {r[key]['direct_ms']:.2f} | "
+                                 f"{floor['kube_over_direct_ms']:.2f} |")
         lines += ["", f"Resident memory (baseline before any Application: {r['baseline_rss_mib']} MiB):", "",
                   "| Applications | RSS | per Application over baseline | goal |", "|---:|---:|---:|---:|"]
         for count, mib in r["rss_mib"].items():

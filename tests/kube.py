@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from localcluster.cluster import Cluster
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Sample definitions: the demo applies them and the tests use them as realistic fixtures.
@@ -146,3 +147,10 @@ def service_metrics(cluster: Cluster, port: int) -> str:
                               headers={"X-Remote-User": "root", "X-Remote-Group": "system:masters"})
     assert code == 200, text
     return str(text)
+
+
+def metric_samples(text: str, sample: str) -> list[tuple[dict[str, str], float]]:
+    """Every sample named ``sample`` (``agl_kube_requests_total``, ``..._seconds_sum``) in Prometheus text, with
+    its labels."""
+    return [(dict(s.labels), float(s.value)) for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == sample]

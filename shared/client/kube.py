@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,7 @@ from yarl import URL
 from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON, dumps, loads
-from shared.client import credentials
+from shared.client import credentials, latency
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,8 @@ async def send(
     kubernetes_asyncio has no lower entry point that keeps its per-request credential hook
     (``update_params_for_auth``, which refreshes a rotated token).  ``path`` is encoded (see
     :meth:`GVR.path`); a body is sent as given when bytes, else as its JSON; ``limits`` bound the request
-    (aiohttp's own timeouts, which also cover a watch's silent connection).
+    (aiohttp's own timeouts, which also cover a watch's silent connection).  The observer of ``api``'s
+    requests (:mod:`shared.client.latency`) is told how long the answer took to start.
     """
     params = list(query)
     sent = {**api.default_headers, **headers}
@@ -246,8 +248,17 @@ async def send(
     settings = (("proxy", rest.proxy), ("proxy_headers", rest.proxy_headers), ("server_hostname", rest.server_hostname))
     options: dict[str, Any] = {name: value for name, value in settings if value}
     data = None if body is None or method in ("GET", "HEAD") else body if isinstance(body, bytes) else dumps(body)
-    response: aiohttp.ClientResponse = await rest.pool_manager.request(
-        method, url, headers=sent, data=data, timeout=limits, **options)
+    observer = latency.observer_of(api)
+    started = time.perf_counter()
+    try:
+        response: aiohttp.ClientResponse = await rest.pool_manager.request(
+            method, url, headers=sent, data=data, timeout=limits, **options)
+    except Exception:
+        if observer is not None:
+            observer(method, latency.resource_of(path), latency.NO_ANSWER, time.perf_counter() - started)
+        raise
+    if observer is not None:
+        observer(method, latency.resource_of(path), str(response.status), time.perf_counter() - started)
     return response
 
 

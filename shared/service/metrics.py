@@ -2,7 +2,9 @@
 
 Request counts and latencies by verb, resource and code are what the benchmarks and any
 dashboard need to compare the two stacks with kube-apiserver itself, so the names follow
-kube-apiserver's (``apiserver_request_total``, ``apiserver_request_duration_seconds``).  Each
+kube-apiserver's (``apiserver_request_total``, ``apiserver_request_duration_seconds``).  The
+service's own requests to kube-apiserver are counted and timed too (``agl_kube_*``), as client-go's
+``rest_client_*`` metrics do for controllers: a request's time minus its kube calls is the service's own.  Each
 server owns its registry: several servers (or tests) in one process never collide.
 """
 
@@ -81,6 +83,21 @@ class Metrics:
             ("group", "resource"),
             registry=self.registry,
         )
+        self.kube_requests = Counter(
+            "agl_kube_requests_total",
+            "The service's own requests to kube-apiserver, by HTTP method, resource and HTTP code "
+            "(<error>: no answer).",
+            ("verb", "resource", "code"),
+            registry=self.registry,
+        )
+        self.kube_latency = Histogram(
+            "agl_kube_request_duration_seconds",
+            "Seconds until kube-apiserver's answer to one of the service's own requests began (for a watch: "
+            "until it started streaming), by HTTP method and resource.",
+            ("verb", "resource"),
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
         self.authorization_decisions = Counter(
             "apiserver_authorization_decisions_total",
             "Authorization decisions taken by the HTTP layer.",
@@ -92,6 +109,11 @@ class Metrics:
         """Record one finished request."""
         self.requests.labels(verb, group, resource, str(code)).inc()
         self.latency.labels(verb, group, resource).observe(seconds)
+
+    def observe_kube(self, verb: str, resource: str, code: str, seconds: float) -> None:
+        """Record one of the service's own kube-apiserver requests (a :data:`shared.client.latency.Observer`)."""
+        self.kube_requests.labels(verb, resource, code).inc()
+        self.kube_latency.labels(verb, resource).observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its Content-Type, for ``/metrics``."""

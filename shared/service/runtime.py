@@ -24,7 +24,7 @@ import uvloop
 from kubernetes_asyncio import client as kclient
 
 from shared.api.errors import ApiError
-from shared.client import credentials, leader
+from shared.client import credentials, latency, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
@@ -192,6 +192,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
         readiness=operator_ready.is_set,
         title=component,
     )
+    latency.observe_requests(api, server.metrics.observe_kube)
     events = EventRecorder(api, component, socket.gethostname())
     elector = _elector(args, api, component)
     ctx = Context(api=api, server=server, events=events, component=component, login=login,

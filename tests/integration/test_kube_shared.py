@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 from kubernetes_asyncio import client as kclient
+from localcluster.cluster import free_port
 
 from shared.api.errors import ApiError
+from shared.client import latency
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient, api_client
@@ -191,3 +193,51 @@ async def test_event_recorder_writes_and_aggregates(api: kclient.ApiClient, run:
         await recorder.record({"kind": "X", "metadata": {"name": "Not A Valid Name!"}}, "Normal", "R", "m")
     finally:
         await _cleanup(oc, name)
+
+
+async def test_every_kube_request_is_told_to_the_observer(api: kclient.ApiClient, control_plane: Any,
+                                                          run: str) -> None:
+    """Each request on an observed client reaches its observer with kube-apiserver's code and the resource its path
+    names, and a request that gets no answer is one too; an unobserved client tells nobody."""
+    told: list[tuple[str, str, str, float]] = []
+    latency.observe_requests(api, lambda *seen: told.append(seen))
+    oc = ObjectClient(api, TERRAFORMS, field_manager="kube-shared-test")
+    name = f"kube-observed-{run}"
+    try:
+        await oc.create(NS, _terraform(name, run))
+        with pytest.raises(ApiError):
+            await oc.create(NS, _terraform(name, run))
+        with pytest.raises(ApiError):
+            await oc.get(NS, f"{name}-missing")
+        await oc.patch_merge(NS, name, {"status": {"observedGeneration": 1}}, subresource="status")
+        stream = oc.watch(NS, f"{SUITE_LABEL}=kube-shared-{run}", "", timeout_seconds=1)
+        async for _ in stream:
+            pass
+        await stream.aclose()
+    finally:
+        await _cleanup(oc, name)
+    assert [(verb, resource, code) for verb, resource, code, _ in told] == [
+        ("POST", "terraforms", "201"), ("POST", "terraforms", "409"), ("GET", "terraforms", "404"),
+        ("PATCH", "terraforms/status", "200"), ("GET", "terraforms", "200"), ("DELETE", "terraforms", "200")]
+    assert all(0 < seconds < 30 for *_, seconds in told), told
+
+    unanswered = await api_client(str(control_plane.kubeconfig))
+    try:
+        unanswered.configuration.host = f"https://127.0.0.1:{free_port()}"  # nothing listens there
+        refused: list[tuple[str, str, str, float]] = []
+        latency.observe_requests(unanswered, lambda *seen: refused.append(seen))
+        with pytest.raises(ApiError) as info:
+            await ObjectClient(unanswered, TERRAFORMS).get(NS, name)
+        assert info.value.code == 503
+        assert [(verb, resource, code) for verb, resource, code, _ in refused] == [("GET", "terraforms", "<error>")]
+    finally:
+        await unanswered.close()
+
+    quiet = await api_client(str(control_plane.kubeconfig))
+    try:
+        with pytest.raises(ApiError):
+            await ObjectClient(quiet, TERRAFORMS).get(NS, name)
+        assert latency.observer_of(quiet) is None
+    finally:
+        await quiet.close()
+    assert len(told) == 6, told
