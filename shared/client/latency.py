@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from kubernetes_asyncio import client as kclient
 
+from shared.api.paths import resource_path
+
 #: Told ``(verb, resource, code, seconds)`` of each request: the HTTP method, :func:`resource_of` its
 #: path, the HTTP code (``<error>`` when no answer came, as client-go labels it) and the seconds until
 #: the answer's head arrived (for a watch: until it started streaming).
@@ -22,10 +24,6 @@ Observer = Callable[[str, str, str, float], None]
 
 #: The code of a request that got no answer (refused, reset, timed out).
 NO_ANSWER = "<error>"
-
-#: What follows ``namespaces/NAME`` when it is the namespace's own subresource, not a resource in it
-#: (kube-apiserver's request-info resolver draws the same line).
-_NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 
 _observers: weakref.WeakKeyDictionary[kclient.ApiClient, Observer] = weakref.WeakKeyDictionary()
 
@@ -45,14 +43,9 @@ def resource_of(path: str) -> str:
     ``events``, ``subjectaccessreviews``): few enough values to label a metric with, unlike paths, which
     carry names.  Anything else (discovery, ``/version``) is ``""``."""
     parts = [p for p in path.split("?", 1)[0].split("/") if p]
-    if len(parts) >= 2 and parts[0] == "api":
-        rest = parts[2:]
-    elif len(parts) >= 3 and parts[0] == "apis":
-        rest = parts[3:]
-    else:
+    prefix = {"api": 2, "apis": 3}.get(parts[0] if parts else "", len(parts))
+    if len(parts) <= prefix:
         return ""
-    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBRESOURCES:
-        rest = rest[2:]
-    if not rest:
-        return ""
-    return f"{rest[0]}/{rest[2]}" if len(rest) >= 3 else rest[0]
+    found = resource_path(parts[prefix:])
+    subresource = found.subresource.split("/", 1)[0]  # what follows it (a proxied path) is no label
+    return f"{found.plural}/{subresource}" if subresource else found.plural

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from shared.api import errors, selectors, table
 from shared.api.fieldmanager import manager_from_user_agent
 from shared.api.patch import PatchType, patch_type
+from shared.api.paths import resource_path
 from shared.api.rest import ListOptions, WriteOptions
 from shared.server.options import Query, WriteQuery, bool_param, options_invalid, parse_list_options, write_options
 from shared.server.responses import not_found
@@ -106,18 +107,9 @@ def resolve(method: str, tail: str, query: Query, headers: Mapping[str, str]) ->
 
 
 def _target(parts: list[str]) -> Target:
-    group, version, rest = parts[0], parts[1], parts[2:]
-    namespace: str | None = None
-    if rest[0] == "namespaces" and len(rest) >= 3:
-        namespace, rest = rest[1], rest[2:]
-    return Target(
-        group=group,
-        version=version,
-        plural=rest[0],
-        namespace=namespace,
-        name=rest[1] if len(rest) > 1 else None,
-        subresource="/".join(rest[2:]),
-    )
+    found = resource_path(parts[2:])
+    return Target(group=parts[0], version=parts[1], plural=found.plural, namespace=found.namespace,
+                  name=found.name, subresource=found.subresource)
 
 
 def _verb(method: str, target: Target, query: Query) -> str:

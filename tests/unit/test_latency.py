@@ -19,6 +19,7 @@ from tests.kube import metric_samples
     ("/api/v1/namespaces", "namespaces"),
     ("/api/v1/namespaces/ns", "namespaces"),
     ("/api/v1/namespaces/ns/status", "namespaces/status"),
+    ("/api/v1/namespaces/ns/pods/p/proxy/metrics", "pods/proxy"),
     ("/apis/authorization.k8s.io/v1/subjectaccessreviews", "subjectaccessreviews"),
     ("/apis/coordination.k8s.io/v1/namespaces/ns/leases/helm-agl", "leases"),
     ("/apis/cozystack.io/v1alpha1/applicationdefinitions/redis", "applicationdefinitions"),

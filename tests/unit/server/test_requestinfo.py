@@ -51,6 +51,14 @@ def test_cluster_wide_collection_and_subresource() -> None:
     assert (sub.name, sub.subresource) == ("one", "status/extra")
 
 
+def test_a_namespaces_own_status_names_the_namespace_not_a_resource_in_it() -> None:
+    """As kube-apiserver's resolver reads it: ``namespaces/x/status`` is namespace x's status subresource."""
+    own = info_of("GET", "apps.example.io/v1alpha1/namespaces/team/status").target
+    assert (own.plural, own.namespace, own.name, own.subresource) == ("namespaces", None, "team", "status")
+    inside = info_of("GET", "apps.example.io/v1alpha1/namespaces/team/things").target
+    assert (inside.plural, inside.namespace, inside.name) == ("things", "team", None)
+
+
 @pytest.mark.parametrize("tail", ["", "apps.example.io", "apps.example.io/v1alpha1", "apps.example.io/v1alpha1/"])
 def test_short_paths_are_discovery(tail: str) -> None:
     resolved = resolve("POST", tail, MultiDict(), CIMultiDict())
