@@ -51,7 +51,7 @@ def tests(session: nox.Session) -> None:
         if not session.posargs:
             session.run("pytest", "-ra", "--durations=15", "tests/unit")
         session.log("waiting for the background build (log: %s)", log)
-        code = builder.wait()
+        code = _follow(builder, log, session)
     finally:
         if builder.poll() is None:
             builder.terminate()
@@ -60,6 +60,20 @@ def tests(session: nox.Session) -> None:
         session.error(f"python -m localcluster build --flux failed; see {log}")
     # With arguments (``nox -s tests -- tests/flux -k helm``) they select what runs, the unit tier included.
     session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *(session.posargs or ["--ignore=tests/unit"]))
+
+
+def _follow(builder: subprocess.Popen[bytes], log: str, session: nox.Session) -> int:
+    """Wait for the background build, echoing the progress lines it writes from here on (a cold build of the
+    controllers takes many minutes; a silent wait looks like a hang)."""
+    with open(log) as source:
+        source.seek(0, os.SEEK_END)
+        while True:
+            code = builder.poll()
+            for line in source.read().splitlines():
+                session.log("build: %s", line.removeprefix("[localcluster] "))
+            if code is not None:
+                return code
+            time.sleep(2)
 
 
 @nox.session(python="3.11")

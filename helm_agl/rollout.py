@@ -15,7 +15,7 @@ from shared.bodies import JSON
 
 from .build import chart_ref, timeouts, values_from
 from .definition import ApplicationDefinition, HelmDefinitionView
-from .names import GROUP, is_application
+from .names import GROUP, GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, is_application
 
 #: chartRef fields that name the chart; a differing ``apiVersion`` alone is not a new chart.
 CHART_IDENTITY = ("kind", "name", "namespace")
@@ -27,10 +27,10 @@ def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> tuple
     Rolled out (SPEC §2 "Reconciler"): chartRef, replaced when kind/name/namespace differ (keys
     the new reference lacks are nulled, since a merge patch would otherwise keep them) with a
     legacy ``spec.chart`` removed (the CRD forbids both at once); ``valuesFrom`` forced to the
-    one Secret; ``release.labels`` added or overwritten (other labels untouched); install/upgrade
-    timeouts and ``disableWait`` per the definition's annotations.  Values, user labels, health
-    checks and strategies are not touched.  The patch carries the HelmRelease's
-    ``metadata.resourceVersion`` so it fails with 409 if the object changed since it was read;
+    one Secret; ``release.labels`` added or overwritten (other labels untouched, the identity
+    and users' labels never); install/upgrade timeouts and ``disableWait`` per the definition's
+    annotations.  Values, user labels, health checks and strategies are not touched.  The patch
+    carries the HelmRelease's ``metadata.resourceVersion`` so it fails with 409 if the object changed since it was read;
     the caller re-reads and recomputes.  A HelmRelease of another kind yields None.  Every
     definition field of a HelmRelease can be rolled out, so the second element is always empty.
     """
@@ -39,7 +39,14 @@ def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> tuple
     meta = backing.get("metadata") or {}
     spec_patch = _spec_patch(defn, backing.get("spec") or {})
     have_labels = meta.get("labels") or {}
-    label_patch = {k: v for k, v in defn.release_labels.items() if have_labels.get(k) != v}
+    # The identity labels and the users' own (prefixed) labels are not the definition's to set: build()
+    # writes them after release.labels on create, and a rollout must not overwrite them either.
+    reserved = {KIND_LABEL, GROUP_LABEL, NAME_LABEL}
+    label_patch = {
+        k: v
+        for k, v in defn.release_labels.items()
+        if k not in reserved and not k.startswith(LABEL_PREFIX) and have_labels.get(k) != v
+    }
     if not spec_patch and not label_patch:
         return None, []
     patch: JSON = {}

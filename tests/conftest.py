@@ -1,35 +1,24 @@
-"""Shared test fixtures: the reference statuses in ../shared, and the control plane for the cluster-backed tiers."""
+"""Shared test fixtures: the statuses recorded from the real controllers (tests/data/status), and the control
+plane for the cluster-backed tiers."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from localcluster import services
 from localcluster.cluster import Cluster
 
-from tests.kube import ROOT, Api
-
-
-def _reference_dir() -> Path:
-    for candidate in (ROOT.parent / "shared" / "reference" / "status",):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("reference statuses not found next to the repository (../shared/reference/status)")
+from tests.kube import Api
+from tests.recorded import load_recorded
 
 
 @pytest.fixture(scope="session")
 def reference() -> Any:
-    """Load a reference document by file stem, e.g. ``reference("tf-status-pending")``."""
-
-    def load(stem: str) -> Any:
-        return yaml.safe_load((_reference_dir() / f"{stem}.yaml").read_text())
-
-    return load
+    """A recorded object by file stem (:func:`tests.recorded.load_recorded`): ``reference("terraform-pending")``."""
+    return load_recorded
 
 
 # ------------------------------------------------------------------ tiers that need the control plane

@@ -12,11 +12,13 @@ named exactly.  Re-applying a manifest that still carries an earlier value is no
 and is ignored, so GitOps tools can keep the annotation without blocking updates.
 
 Consequence worth documenting: tofu-controller derives plan ids from the source revision only, so
-a later plan at the same revision can have the *same* id.  That is why an approval is kept only
+a later plan at the same revision usually has the *same* id.  That is why an approval is kept only
 while the variables stay the same, and why approving and changing the spec in one request is
-refused.  To approve a later plan with an unchanged id, remove the annotation and set it again
-(``kubectl annotate ... approve-plan-`` then the command shown in the status); re-setting an
-unchanged value is a no-op in Kubernetes and cannot be told from a re-apply.
+refused.  A later plan with an unchanged id cannot be approved by setting the annotation to the
+value it already holds (that is no change, and cannot be told from a re-applied manifest), so the
+AwaitingApproval status then prints a command that removes the annotation and sets it again
+(:func:`tofu_agl.project.approval_command`): two real changes, the second a new command.  An
+approval kept in git is therefore never reused for a plan nobody saw.
 """
 
 from __future__ import annotations

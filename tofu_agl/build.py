@@ -10,6 +10,11 @@ Application.  Decisions worth knowing:
   (approve-plan, runner-service-account): reading back must show the user what they applied, and
   :mod:`.approval` compares against the recorded value to tell a *new* approval from a re-applied
   manifest.  ``spec.approvePlan`` itself is decided by :mod:`.approval`.
+* **State is per instance, always** (see :func:`state_backend_config`): a definition's
+  ``backendConfig`` without ``secretSuffix`` (or ``customConfiguration``) gets the Terraform's name
+  as its suffix, which is what tofu-controller uses without a backendConfig; with none,
+  tofu-controller's own default already is per instance.  Acceptance refuses a suffix shared by
+  every instance (:func:`tofu_agl.definition.state_suffix_problem`).
 * **An update keeps what is not the Application's** (see :func:`_keep_live`): the state location
   (``workspace``, ``backendConfig``: changing them would point the instance at different, usually
   empty, state and plan to re-create everything), the sharding label, ``spec.suspend``,
@@ -31,7 +36,13 @@ from shared.client.fence import FENCE_LABEL
 from shared.schema.defaults import apply_defaults
 
 from . import approval
-from .definition import TofuDefinitionView
+from .definition import (
+    CUSTOM_CONFIGURATION,
+    SECRET_SUFFIX,
+    TofuDefinitionView,
+    placeholder_values,
+    render_template,
+)
 from .names import (
     GROUP_LABEL,
     KIND_LABEL,
@@ -70,6 +81,10 @@ def build(
     meta = app.get("metadata") or {}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
+    spec_in = app.get("spec")
+    tf_vars = marshal_vars(
+        defn.schema, defn.variable_naming, apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
+    )
     user_annotations = _str_map(meta.get("annotations"))
 
     labels: dict[str, str] = dict(defn.release_labels)
@@ -83,10 +98,6 @@ def build(
     if annotations:
         tf_meta["annotations"] = annotations
 
-    spec_in = app.get("spec")
-    tf_vars = marshal_vars(
-        defn.schema, defn.variable_naming, apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
-    )
     spec = definition_fields(defn, name, namespace, user_annotations)
     spec["approvePlan"] = approval.approve_plan(defn, app, live, tf_vars)
     spec["vars"] = tf_vars
@@ -97,13 +108,22 @@ def build(
 
 
 def definition_fields(
-    defn: TofuDefinitionView, app_name: str, namespace: str, user_annotations: Mapping[str, str]
+    defn: TofuDefinitionView,
+    app_name: str,
+    namespace: str,
+    user_annotations: Mapping[str, str],
+    *,
+    terraform_name: str | None = None,
 ) -> JSON:
     """Terraform spec fields copied from the definition (unset ones omitted, never written as null).
 
     ``user_annotations`` (unprefixed) matter for the runner service account: an instance's
-    override is honoured only while the definition allows overrides.
+    override is honoured only while the definition allows overrides.  ``terraform_name`` is the
+    name of the Terraform these fields are for (default: the one :func:`backing_name` gives now),
+    the per-instance state suffix of :func:`state_backend_config`; :mod:`.rollout` passes an existing
+    Terraform's own name, which a later prefix change does not rename.
     """
+    tf_name = backing_name(defn, app_name) if terraform_name is None else terraform_name
     fields: JSON = {
         "sourceRef": clone(defn.source_ref),
         "path": defn.path,
@@ -112,13 +132,38 @@ def definition_fields(
         "workspace": defn.workspace,
         "serviceAccountName": _runner_service_account(defn, user_annotations),
         "runnerPodTemplate": clone(defn.runner_pod_template),
-        "backendConfig": clone(defn.backend_config),
+        "backendConfig": state_backend_config(defn, tf_name, app_name, namespace),
         "storeReadablePlan": defn.store_readable_plan,
         "varsFrom": clone(defn.vars_from),
         "destroyResourcesOnDeletion": defn.destroy_resources_on_deletion,
         "writeOutputsToSecret": _outputs_secret(defn, app_name, namespace),
     }
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def state_backend_config(defn: TofuDefinitionView, terraform_name: str, app_name: str, namespace: str) -> JSON | None:
+    """``spec.backendConfig`` for one Terraform: the definition's, with its state made per instance.
+
+    tofu-controller stores state in the Secret ``tfstate-<workspace>-<secretSuffix>`` of the
+    Terraform's namespace.  Without a backendConfig it uses the Terraform's name as the suffix, so
+    none is emitted; with one it writes ``secretSuffix`` as given, and an omitted one makes ``tofu
+    init`` fail (``tfstate-default-`` is no Secret name).  So a backendConfig without a suffix gets
+    ``terraform_name``, and a templated one (acceptance lets only ``{{ .name }}`` templates through)
+    is rendered for this Application.  With a ``customConfiguration`` tofu-controller ignores the
+    suffix: the backendConfig is passed through untouched.
+    """
+    given = defn.backend_config
+    if given is None:
+        return None
+    out: JSON = clone(given)
+    if out.get(CUSTOM_CONFIGURATION):
+        return out
+    template = out.get(SECRET_SUFFIX)
+    if template:
+        out[SECRET_SUFFIX] = render_template(str(template), placeholder_values(app_name, namespace, defn.kind))
+    else:
+        out[SECRET_SUFFIX] = terraform_name
+    return out
 
 
 def fence(defn: TofuDefinitionView, *, group: str) -> JSON:

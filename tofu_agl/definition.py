@@ -3,7 +3,9 @@
 Shaped like helm_agl's on purpose (Draft 1 duplicates so Draft 2 can extract the common
 interface from real code).  Beyond the Helm rules, a Tofu kind is only served when every
 schema property maps to a usable, unique OpenTofu name and the outputs Secret template uses only
-known placeholders: both would otherwise fail per instance, long after the author moved on.
+known placeholders: both would otherwise fail per instance, long after the author moved on.  Nor
+is it served when its ``backendConfig`` would put every instance in one state (SPEC §3: state is
+per instance, always): see :func:`state_suffix_problem`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ INVALID_NAMES = "InvalidNames"
 INVALID_RELEASE = "InvalidRelease"
 INVALID_PLACEHOLDER = "InvalidPlaceholder"
 INVALID_VARIABLE_NAME = "InvalidVariableName"
+SHARED_STATE_SUFFIX = "SharedStateSuffix"
+
+#: ``backendConfig`` keys that decide where tofu-controller keeps an instance's state: with a
+#: (non-empty) custom configuration it writes that verbatim and ignores the suffix; otherwise it
+#: writes a kubernetes backend whose state Secret, in the Terraform's namespace, is
+#: ``tfstate-<workspace>-<secretSuffix>``.
+SECRET_SUFFIX = "secretSuffix"
+CUSTOM_CONFIGURATION = "customConfiguration"
 
 
 class TofuDefinitionView(Protocol):
@@ -356,7 +366,7 @@ class TofuApplicationDefinition(_Model):
         spec = self.write_outputs_to_secret
         if spec is None:
             raise ValueError(f"{self.name}: spec.terraform.writeOutputsToSecret is not set")
-        return render_template(spec.name, {"name": name, "namespace": namespace, "kind": kind.lower()})
+        return render_template(spec.name, placeholder_values(name, namespace, kind))
 
     def claim(self) -> Claim:
         return Claim(name=self.name, names=self.names, created=self.creation_timestamp)
@@ -390,6 +400,26 @@ def render_template(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
 
+def placeholder_values(name: str, namespace: str, kind: str) -> dict[str, str]:
+    """What the placeholders of a definition's templates stand for, for one Application; ``.kind`` is
+    lowercased (as in cozystack's resourceNames templates) so the result can be part of a name."""
+    return {"name": name, "namespace": namespace, "kind": kind.lower()}
+
+
+def state_suffix_template(backend_config: dict[str, Any] | None) -> str | None:
+    """The definition's ``backendConfig.secretSuffix`` when tofu-controller would use it, else None.
+
+    None without a backendConfig (tofu-controller then names the state after the Terraform itself),
+    with a ``customConfiguration`` (written verbatim, the suffix is ignored: the platform engineer owns
+    where state goes) and with no or an empty suffix (tofu_agl sets the Terraform's name, see
+    :func:`tofu_agl.build.state_backend_config`).
+    """
+    if not backend_config or backend_config.get(CUSTOM_CONFIGURATION):
+        return None
+    suffix = backend_config.get(SECRET_SUFFIX)
+    return str(suffix) if suffix else None
+
+
 # --------------------------------------------------------------------------- acceptance
 
 
@@ -415,6 +445,11 @@ def _intrinsic(defn: TofuApplicationDefinition) -> Verdict:
         problem = _outputs_problem(defn, outputs.name)
         if problem:
             return Verdict.reject(INVALID_PLACEHOLDER, problem)
+    suffix = state_suffix_template(defn.backend_config)
+    if suffix is not None:
+        refused = _state_suffix_verdict(defn, suffix)
+        if refused is not None:
+            return refused
     variables = naming_problems(defn.schema, defn.variable_naming)
     if variables:
         return Verdict.reject(INVALID_VARIABLE_NAME, "; ".join(variables))
@@ -440,7 +475,7 @@ def _outputs_problem(defn: TofuApplicationDefinition, template: str) -> str | No
         return f"spec.terraform.writeOutputsToSecret.name: {problem}"
     # Render with a one-letter name and namespace: if even that is not a Secret name, no
     # Application could ever get its outputs.
-    sample = render_template(template, {"name": "a", "namespace": "a", "kind": defn.kind.lower()})
+    sample = render_template(template, placeholder_values("a", "a", defn.kind))
     error = dns1123_subdomain_error(sample)
     if error:
         return (
@@ -449,11 +484,51 @@ def _outputs_problem(defn: TofuApplicationDefinition, template: str) -> str | No
     return None
 
 
+def state_suffix_problem(template: str) -> str | None:
+    """Why a ``backendConfig.secretSuffix`` would put several instances in one state, or None.
+
+    The state Secret lives in the Terraform's namespace, so a suffix is per instance exactly when it
+    renders differently for every Application name: when it contains ``{{ .name }}``.  A literal
+    suffix, or one made of ``{{ .namespace }}``/``{{ .kind }}`` only, is the same for many
+    instances: they would plan against one state, and deleting one would destroy the others'
+    infrastructure.
+    """
+    if "name" in _PLACEHOLDER.findall(template):
+        return None
+    return (
+        f"spec.terraform.backendConfig.secretSuffix {template!r} is the same for every instance of the kind "
+        "in a namespace, so they would all share one OpenTofu state (and deleting one would destroy the "
+        "others' infrastructure); remove secretSuffix to get one state per instance (tofu_agl then uses "
+        "the Terraform's name), or make it per instance with {{ .name }}"
+    )
+
+
+def _state_suffix_verdict(defn: TofuApplicationDefinition, template: str) -> Verdict | None:
+    """The refusal of a ``backendConfig.secretSuffix`` template tofu-controller would use, or None."""
+    problem = template_problem(template)
+    if problem:
+        return Verdict.reject(INVALID_PLACEHOLDER, f"spec.terraform.backendConfig.secretSuffix: {problem}")
+    problem = state_suffix_problem(template)
+    if problem:
+        return Verdict.reject(SHARED_STATE_SUFFIX, problem)
+    # As for the outputs Secret: if a one-letter name cannot make a state Secret name, none can.
+    sample = render_template(template, placeholder_values("a", "a", defn.kind))
+    secret = f"tfstate-{defn.workspace or 'default'}-{sample}"
+    error = dns1123_subdomain_error(secret)
+    if error:
+        return Verdict.reject(INVALID_PLACEHOLDER, (
+            f"spec.terraform.backendConfig.secretSuffix {template!r} cannot make a state Secret name "
+            f"(tfstate-<workspace>-<suffix>, here {secret!r}): {error}"))
+    return None
+
+
 def acceptance(defn: TofuApplicationDefinition, others: Iterable[TofuApplicationDefinition]) -> Verdict:
     """Whether ``defn``'s kind is served, given the other live definitions.
 
     Reasons: ``Accepted``; ``InvalidSchema``; ``InvalidNames``; ``InvalidRelease`` (prefix);
-    ``InvalidPlaceholder`` (outputs Secret template); ``InvalidVariableName`` (a property name
+    ``InvalidPlaceholder`` (outputs Secret template, or ``backendConfig.secretSuffix`` template);
+    ``SharedStateSuffix`` (a ``backendConfig.secretSuffix`` without ``{{ .name }}``: every
+    instance would share one state); ``InvalidVariableName`` (a property name
     that is not a valid, unique, non-reserved OpenTofu name after ``variableNaming``; the
     message names the keys); ``KindConflict`` (names already served by an older valid
     definition; ties broken by name).

@@ -230,7 +230,7 @@ def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, review_hint
             status="True",
             reason="PlanPendingApproval",
             message=f'Plan "{pending}" is waiting for approval; {review_hint}'
-            f"approve it with: {approve_command}{pending}",
+            f"approve it with: {approval_command(tf, approve_command, pending)}",
         )
         when = conds.get("Plan", {}).get("lastTransitionTime") or (tf.get("status") or {}).get("lastPlanAt")
     else:
@@ -243,6 +243,20 @@ def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, review_hint
     if when:
         cond["lastTransitionTime"] = when
     return cond
+
+
+def approval_command(tf: Mapping[str, Any], approve_command: str, pending: str) -> str:
+    """The command that approves ``pending`` on the Application of ``tf``, ready to copy.
+
+    Usually ``approve_command`` with the id.  When the annotation already holds that id (tofu-controller
+    gave a variables-only replan the id of the plan approved before), setting it again would change
+    nothing, so the command first removes the annotation (``...approve-plan-``) and then sets it.
+    """
+    recorded = ((tf.get("metadata") or {}).get("annotations") or {}).get(LABEL_PREFIX + APPROVE_ANNOTATION)
+    command = f"{approve_command}{pending}"
+    if recorded != pending:
+        return command
+    return f"{approve_command.removesuffix('=')}- && {command}"
 
 
 def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_summary: JSON | None = None,

@@ -4,7 +4,10 @@ Pure: the reconciler reads each Terraform, asks :func:`rollout_patch` for a merg
 writes it.  Fields that locate an instance's state (``workspace``, ``backendConfig``) are never
 patched: they would point the instance at different (usually empty) state and plan to re-create
 everything.  They are reported instead, and :func:`not_rolled_out` turns that report into the
-entry the reconciler lists on the definition's ``status.notRolledOut``.
+entry the reconciler lists on the definition's ``status.notRolledOut``.  They are compared with
+what the definition would build for that very Terraform, per-instance state suffix included
+(:func:`tofu_agl.build.state_backend_config`, with the Terraform's own name), so an instance that
+already has its own state is not reported.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> tuple
     live_spec = backing.get("spec") or {}
     labels = meta.get("labels") or {}
     desired = definition_fields(defn, _application_name(defn, backing), str(meta.get("namespace") or ""),
-                                user_entries(meta.get("annotations")))
+                                user_entries(meta.get("annotations")),
+                                terraform_name=str(meta.get("name") or "") or None)
     desired["approvePlan"] = approval.kept_approval(defn, backing)
 
     spec_patch: JSON = {}

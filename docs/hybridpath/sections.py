@@ -287,10 +287,12 @@ def _leaks() -> list[Leak]:
         Leak(
             "Definition acceptance",
             [f"{where(helm_agl.definition._intrinsic)} vs {where(tofu_agl.definition._intrinsic)} "
-             f"(tofu_agl adds {value(tofu_agl.definition, 'INVALID_PLACEHOLDER')} and "
-             f"{value(tofu_agl.definition, 'INVALID_VARIABLE_NAME')})",
-             ref(tofu_agl.variables.naming_problems)],
-            "`ValidateDefinition(def)` so a kind whose schema cannot become module variables is never served.",
+             f"(tofu_agl adds {value(tofu_agl.definition, 'INVALID_PLACEHOLDER')}, "
+             f"{value(tofu_agl.definition, 'INVALID_VARIABLE_NAME')} and "
+             f"{value(tofu_agl.definition, 'SHARED_STATE_SUFFIX')})",
+             ref(tofu_agl.variables.naming_problems), ref(tofu_agl.definition.state_suffix_problem)],
+            "`ValidateDefinition(def)` so a kind whose schema cannot become module variables, or whose instances "
+            "would share one state, is never served.",
         ),
         Leak(
             "Served group",

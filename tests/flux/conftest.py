@@ -1,9 +1,10 @@
-"""The flux tier's fixtures: the real source-controller and helm-controller next to helm_agl.
+"""The flux tier's fixtures: the real source-controller, helm-controller and tofu-controller next to the services.
 
-The tier runs last in a session that shares one control plane with the integration tier: a running
-helm-controller reconciles every HelmRelease it sees (finalizers, status), which the integration
-tier's played statuses and resourceVersion checks must not meet; the controllers also only run for
-the module that needs them.
+The tier runs after the integration tier in a session that shares one control plane with it: a running
+controller reconciles every HelmRelease or Terraform it sees (finalizers, status), which the integration
+tier's recorded HelmRelease statuses and resourceVersion checks must not meet; the controllers also only
+run for the module that needs them. tofu-controller's in-process runner binds 127.0.0.1:30000, so only
+one test session (or ``nox -s up`` cluster) at a time can run this tier on a machine.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from localcluster.cluster import Cluster
 
 @pytest.fixture(scope="module")
 def flux_controllers(control_plane: Cluster) -> Iterator[flux.Controllers]:
-    """Both controllers and the chart repository, running for one test module (logs kept in /tmp)."""
+    """The controllers, the chart repository and the git server, running for one test module (logs kept in /tmp)."""
     controllers = flux.start(control_plane)
     try:
         yield controllers
     finally:
         flux.stop(control_plane)
-        for name in ("helm-controller", "source-controller"):
+        for name in ("helm-controller", "source-controller", "tofu-controller"):
             log = control_plane.logs_dir / f"{name}.log"
             if log.exists():
                 kept = Path(tempfile.gettempdir()) / f"agl-{control_plane.name}-{name}.log"

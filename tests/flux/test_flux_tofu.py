@@ -1,31 +1,23 @@
-"""Real OpenTofu as the oracle of what tofu_agl emits.
+"""What tofu_agl emits, checked by the real tofu-controller v0.16.5 and OpenTofu.
 
-For each Tofu kind (the samples and the edge-case definition of this tier) an Application is
-created through kubectl, the Terraform tofu_agl wrote is read back from kube-apiserver, and its
-``vars`` are handed to ``tofu`` the way tofu-controller v0.16.5's runner does it
-(``runner/server_generate_tf_vars.go``, ``GenerateVarsForTF``, read from the module
-``github.com/flux-iac/tofu-controller@v0.16.5`` that ``go mod download`` puts in the module cache):
-a map of ``spec.vars[].name`` to the raw JSON ``value`` (``varsFrom`` entries merged over it),
-marshalled as JSON into ``generated.auto.tfvars.json`` in the module's working directory. Then
-``tofu init``, ``plan`` and ``apply`` with local state, and the module's ``received`` output must
-be exactly the Application's values, typed as the module declares them (the runner's step is
-reproduced in ``localcluster.tofurunner``, shared with ``nox -s demo``).
-
-tofu-controller itself does not build here (its ``api`` module is not on the module proxy), so
-what happens around this step (plan ids, approval, outputs Secret) stays covered by the played
-statuses of the integration tier.
+For each Tofu kind (the samples and the edge-case definition of this tier) an Application is created
+through kubectl; tofu-controller fetches the module (source-controller, from the local stack's git
+server or OCI registry), writes the runner's variables, plans and applies with real OpenTofu, and
+writes the outputs Secret. The module's ``received`` output, read from that Secret, must be exactly
+the Application's values, typed as the module declares them.
 """
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from localcluster import build, services, tofurunner
+from localcluster import bucketserver, flux, gitserver, samples, services
 from localcluster.cluster import Cluster
 
 from tests.kube import FIXTURES, ROOT, get_json, kubectl, load_fixture, wait_for
@@ -33,11 +25,24 @@ from tests.kube import FIXTURES, ROOT, get_json, kubectl, load_fixture, wait_for
 GROUP = "tofu.apps.cozystack.io"
 NS = "tenant-oracle"
 TF = "terraforms.infra.contrib.fluxcd.io"
-FLUX_FIXTURES = ROOT / "tests" / "fixtures" / "flux"
-#: Where the tree of each source a definition names lives in this repository.
-SOURCE_TREES = (tofurunner.SAMPLE_MODULES, FLUX_FIXTURES / "modules")
+FLUX_FIXTURES = ROOT / "tests" / "data" / "flux"
 #: kind -> (plural, release prefix of its definition)
-KINDS = {"VPC": ("vpcs", "vpc-"), "S3Bucket": ("s3buckets", "s3bucket-"), "EdgeCase": ("edgecases", "edge-")}
+KINDS = {"VPC": ("vpcs", "vpc-"), "S3Bucket": ("s3buckets", "s3bucket-"), "EdgeCase": ("edgecases", "edge-"),
+         "S3Store": ("s3stores", "s3store-")}
+
+
+def bucket_sourced_definition() -> dict[str, Any]:
+    """The sample S3 bucket kind again, its module fetched from the S3-compatible Bucket source instead of the
+    OCI registry: every source kind tofu_agl allows (GitRepository: vpc, OCIRepository: s3bucket, Bucket: this)
+    is reconciled for real."""
+    definition = copy.deepcopy(load_fixture("bucket.yaml"))
+    definition["metadata"]["name"] = "s3store"
+    definition["spec"]["application"].update(kind="S3Store", plural="s3stores", singular="s3store")
+    definition["spec"]["release"]["prefix"] = "s3store-"
+    definition["spec"]["terraform"].update(
+        sourceRef={"kind": "Bucket", "name": bucketserver.SAMPLE_BUCKET, "namespace": flux.SOURCES_NAMESPACE},
+        path="./s3-bucket-module")
+    return definition
 
 
 def edge_definition() -> dict[str, Any]:
@@ -46,56 +51,79 @@ def edge_definition() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def tofu_kinds(control_plane: Cluster, tofu_service: services.Running) -> Iterator[Cluster]:
-    kubectl(control_plane, "create", "namespace", NS, check=False)
-    for definition in (load_fixture("vpc.yaml"), load_fixture("bucket.yaml"), edge_definition()):
-        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition))
-    wait_for(lambda: all(p in served(control_plane) for p in ("vpcs", "s3buckets", "edgecases")),
-             "the vpc, s3bucket and edgecase kinds", timeout=90)
-    yield control_plane
-
-
-@pytest.fixture(scope="session")
-def tofu() -> Path:
-    return build.ensure_tofu()
+def tofu_kinds(control_plane: Cluster, tofu_service: services.Running,
+               flux_controllers: flux.Controllers) -> Iterator[Cluster]:
+    cluster = control_plane
+    server = gitserver.start(cluster)
+    gitserver.publish(server.root, "edge-cases", FLUX_FIXTURES / "modules" / "edge-cases")
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps({
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": "edge-cases", "namespace": flux.SOURCES_NAMESPACE},
+        "spec": {"url": gitserver.url_of(server, "edge-cases"), "interval": "10m", "ref": {"branch": "main"}}}))
+    kubectl(cluster, "create", "namespace", NS, check=False)
+    state = flux.state_kubeconfig(cluster)
+    for definition in (load_fixture("vpc.yaml"), load_fixture("bucket.yaml"), edge_definition(),
+                       bucket_sourced_definition()):
+        local = samples.localize(definition, state)
+        # These tests read what the module received: applied at once, and the echo output published.
+        terraform = local["spec"]["terraform"]
+        terraform["approvePlan"] = "auto"
+        outputs = terraform.setdefault("writeOutputsToSecret", {"name": "{{ .name }}-outputs", "outputs": []})
+        outputs["outputs"] = [*outputs.get("outputs", []), "received"]
+        kubectl(cluster, "apply", "-f", "-", input=json.dumps(local))
+    wait_for(lambda: all(p in served(cluster) for p in ("vpcs", "s3buckets", "edgecases", "s3stores")),
+             "the vpc, s3bucket, edgecase and s3store kinds", timeout=90)
+    yield cluster
 
 
 def served(cluster: Cluster) -> str:
     return kubectl(cluster, "api-resources", f"--api-group={GROUP}", "--cached=false", check=False).stdout
 
 
+def ready(cluster: Cluster, plural: str, name: str) -> bool:
+    app = get_json(cluster, plural, name, "-n", NS)
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in app.get("status", {}).get("conditions", []))
+
+
 def create(cluster: Cluster, kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """Create the Application and return the Terraform tofu_agl wrote for it, as kube-apiserver stores it."""
+    """Create the Application, wait until tofu-controller applied it; the Terraform and its outputs."""
     manifest = {"apiVersion": f"{GROUP}/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": NS},
                 "spec": spec}
     kubectl(cluster, "create", "-f", "-", input=json.dumps(manifest))  # apply would drop explicit nulls
     plural, prefix = KINDS[kind]
-    assert get_json(cluster, plural, name, "-n", NS)["metadata"]["name"] == name
+    wait_for(lambda: ready(cluster, plural, name), f"{plural}/{name} applied by tofu-controller", timeout=300,
+             interval=1)
     terraform: dict[str, Any] = get_json(cluster, TF, prefix + name, "-n", NS)
+    secret = get_json(cluster, "secret", terraform["spec"]["writeOutputsToSecret"]["name"], "-n", NS)
+    terraform["outputs"] = {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
     return terraform
 
 
-def apply_with_tofu(tofu: Path, terraform: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """The runner's var file next to a copy of the module, then init/plan/apply with local state; the outputs."""
-    workdir = tofurunner.prepare(terraform, tmp_path / terraform["metadata"]["name"], SOURCE_TREES)
-    planned = tofurunner.plan(tofu, workdir)
-    assert "Plan:" in planned and "to add" in planned, planned
-    return tofurunner.apply(tofu, workdir)
+def received(terraform: dict[str, Any]) -> Any:
+    return json.loads(terraform["outputs"]["received"])
 
 
-def sample_outputs(cluster: Cluster, tofu: Path, tmp_path: Path, kind: str, sample: str) -> dict[str, Any]:
-    """Create the sample Application, apply its Terraform's vars with OpenTofu; every output the definition
-    publishes must exist in the module."""
+def sample_outputs(cluster: Cluster, kind: str, sample: str) -> dict[str, Any]:
+    """Create the sample Application and let tofu-controller apply it; every output the definition publishes
+    is in the outputs Secret."""
     spec = yaml.safe_load((FIXTURES / "applications" / sample).read_text())["spec"]
     terraform = create(cluster, kind, "oracle", spec)
-    outputs = apply_with_tofu(tofu, terraform, tmp_path)
     declared = set(terraform["spec"]["writeOutputsToSecret"]["outputs"])
-    assert declared <= set(outputs), f"outputs the definition publishes but the module lacks: {declared - set(outputs)}"
-    return outputs
+    missing = declared - set(terraform["outputs"])
+    assert not missing, f"outputs missing from the Secret: {missing}"
+    return {name: decoded(value) for name, value in terraform["outputs"].items()}
 
 
-def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:
-    outputs = sample_outputs(tofu_kinds, tofu, tmp_path, "VPC", "vpc-network.yaml")
+def decoded(value: str) -> Any:
+    """An outputs Secret value: tofu-controller writes string outputs as they are and others as JSON."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster) -> None:
+    outputs = sample_outputs(tofu_kinds, "VPC", "vpc-network.yaml")
     assert outputs["received"] == {
         "region": "eu-west-1",
         "cidr_block": "10.20.0.0/16",
@@ -111,8 +139,8 @@ def test_vpc_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, t
     assert len(outputs["public_subnet_ids"]) == 1 and len(outputs["private_subnet_ids"]) == 1
 
 
-def test_bucket_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path) -> None:
-    outputs = sample_outputs(tofu_kinds, tofu, tmp_path, "S3Bucket", "s3bucket-assets.yaml")
+def test_bucket_sample_reaches_the_module_intact(tofu_kinds: Cluster) -> None:
+    outputs = sample_outputs(tofu_kinds, "S3Bucket", "s3bucket-assets.yaml")
     assert outputs["received"] == {
         "region": "eu-central-1",
         "versioning": True,
@@ -123,10 +151,18 @@ def test_bucket_sample_reaches_the_module_intact(tofu_kinds: Cluster, tofu: Path
     }
 
 
+def test_bucket_sample_from_an_s3_bucket_source(tofu_kinds: Cluster) -> None:
+    terraform = get_json(tofu_kinds, "tofuapplicationdefinition", "s3store")
+    assert terraform["spec"]["terraform"]["sourceRef"]["kind"] == "Bucket"
+    outputs = sample_outputs(tofu_kinds, "S3Store", "s3bucket-assets.yaml")
+    assert outputs["received"]["lifecycle_rules"] == [{"id": "expire-tmp", "prefix": "tmp/", "expirationDays": 7}]
+    assert outputs["bucket_arn"].startswith("arn:aws:s3:::")
+
+
 BIG = 2**53 + 1
 
 
-@pytest.mark.parametrize(("name", "spec", "received"), [
+@pytest.mark.parametrize(("name", "spec", "expected"), [
     pytest.param("full", {
         "labels": {"app.kubernetes.io/name": "edge", "Cost Center": "42", "1st": "yes", "kebab-key": ""},
         "limits": {"maxConnections": BIG, "ratio": 0.25},
@@ -164,8 +200,7 @@ BIG = 2**53 + 1
         "note": None,
     }, id="optional-attribute-default-and-explicit-null"),
 ])
-def test_edge_cases_reach_the_module_intact(tofu_kinds: Cluster, tofu: Path, tmp_path: Path, name: str,
-                                            spec: dict[str, Any], received: dict[str, Any]) -> None:
+def test_edge_cases_reach_the_module_intact(tofu_kinds: Cluster, name: str, spec: dict[str, Any],
+                                            expected: dict[str, Any]) -> None:
     terraform = create(tofu_kinds, "EdgeCase", name, spec)
-    outputs = apply_with_tofu(tofu, terraform, tmp_path)
-    assert outputs["received"] == received, json.dumps(terraform["spec"]["vars"], indent=1)
+    assert received(terraform) == expected, json.dumps(terraform["spec"]["vars"], indent=1)

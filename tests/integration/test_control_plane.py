@@ -16,7 +16,13 @@ import yaml
 from localcluster import aggregation
 from localcluster.cluster import Cluster
 
+from helm_agl import build as helm_build
+from helm_agl import names as helm_names
+from helm_agl.definition import ApplicationDefinition
 from tests.kube import FIXTURES, wait_for
+from tofu_agl import build as tofu_build
+from tofu_agl import names as tofu_names
+from tofu_agl.definition import TofuApplicationDefinition
 
 HR_CRD = "helmreleases.helm.toolkit.fluxcd.io"
 TF_CRD = "terraforms.infra.contrib.fluxcd.io"
@@ -48,14 +54,33 @@ def test_crds_established(control_plane: Cluster, crd: str) -> None:
     assert conditions["Established"] == "True"
 
 
-def test_reference_helmrelease_accepted_strictly(control_plane: Cluster, reference: Any) -> None:
-    hr = reference("hr-spec")
-    code, err = create(control_plane, hr)
+def _sample(path: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((FIXTURES / path).read_text())
+    return loaded
+
+
+def emitted_helmrelease() -> dict[str, Any]:
+    """The HelmRelease helm_agl writes for the sample Postgres Application (every release setting the sample
+    definition has: ExternalArtifact chartRef, timeouts, poller wait strategy, health checks)."""
+    defn = ApplicationDefinition.from_object(_sample("definitions/postgres.yaml"))
+    return helm_build.build(defn, _sample("applications/postgres-orders.yaml"), group=helm_names.GROUP)
+
+
+def emitted_terraform() -> dict[str, Any]:
+    """The Terraform tofu_agl writes for the sample VPC Application (the sample definition sets every Terraform
+    field a definition can: runner pod template, backend config, varsFrom, outputs Secret, ...)."""
+    defn = TofuApplicationDefinition.from_object(_sample("definitions/vpc.yaml"))
+    return tofu_build.build(defn, _sample("applications/vpc-network.yaml"), group=tofu_names.DEFAULT_GROUP)
+
+
+def test_emitted_helmrelease_accepted_strictly(control_plane: Cluster) -> None:
+    code, err = create(control_plane, emitted_helmrelease())
     assert code == 0, err
 
 
-def test_reference_terraform_accepted_strictly(control_plane: Cluster, reference: Any) -> None:
-    tf = reference("tf-spec")
+def test_emitted_terraform_accepted_strictly(control_plane: Cluster) -> None:
+    tf = emitted_terraform()
+    assert {"runnerPodTemplate", "backendConfig", "varsFrom", "writeOutputsToSecret"} <= set(tf["spec"])
     code, err = create(control_plane, tf)
     assert code == 0, err
 
@@ -76,25 +101,25 @@ def _broken_hrs(base: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str
 
 
 @pytest.mark.parametrize("case", ["bad interval", "wrong chartRef kind", "chart and chartRef", "unknown field"])
-def test_broken_helmreleases_rejected(control_plane: Cluster, reference: Any, case: str) -> None:
-    cases = {name: (obj, needle) for name, obj, needle in _broken_hrs(reference("hr-spec"))}
+def test_broken_helmreleases_rejected(control_plane: Cluster, case: str) -> None:
+    cases = {name: (obj, needle) for name, obj, needle in _broken_hrs(emitted_helmrelease())}
     obj, needle = cases[case]
     code, err = create(control_plane, obj)
     assert code != 0
     assert needle in err, err
 
 
-def test_broken_terraform_rejected(control_plane: Cluster, reference: Any) -> None:
-    tf = reference("tf-spec")
+def test_broken_terraform_rejected(control_plane: Cluster) -> None:
+    tf = emitted_terraform()
     tf["spec"]["writeOutputsToSecret"]["labels"] = {"managed": True}
     code, err = create(control_plane, tf)
     assert code != 0
     assert "writeOutputsToSecret.labels" in err, err
-    tf = reference("tf-spec")
+    tf = emitted_terraform()
     tf["spec"]["sourceRef"]["kind"] = "HelmRepository"
     code, err = create(control_plane, tf)
     assert code != 0 and "spec.sourceRef.kind" in err, err
-    tf = reference("tf-spec")
+    tf = emitted_terraform()
     tf["spec"]["storeReadablePlan"] = "yaml"
     code, err = create(control_plane, tf)
     assert code != 0 and "spec.storeReadablePlan" in err, err

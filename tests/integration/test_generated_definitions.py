@@ -1,6 +1,6 @@
 """tofu_agl.generate with real OpenTofu and the real control plane.
 
-The generated definition of tests/fixtures/modules/network is applied and Accepted; an object
+The generated definition of tests/data/modules/network is applied and Accepted; an object
 that sets nothing gets the Terraform vars tofu-controller would write to the runner's
 ``generated.auto.tfvars.json`` (runner/server_generate_tf_vars.go in v0.16.5: one JSON object,
 name -> value), and real ``tofu plan`` accepts them on the module.  The variable-name rule is
@@ -26,7 +26,7 @@ from localcluster.cluster import Cluster
 from tests.kube import get_json, kubectl, wait_for
 from tofu_agl.variables import RESERVED
 
-MODULES = Path(__file__).resolve().parents[1] / "fixtures" / "modules"
+MODULES = Path(__file__).resolve().parents[1] / "data" / "modules"
 NAMES: dict[str, list[str]] = yaml.safe_load((MODULES / "variable-names.yaml").read_text())
 GROUP = "tofu.apps.cozystack.io"
 NS = "tenant-generate"

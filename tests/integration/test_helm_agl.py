@@ -120,8 +120,8 @@ def test_get_table_and_yaml(helm: Cluster) -> None:
 
 def test_status_projection_follows_helmrelease(helm: Cluster, reference: Any, api: Api) -> None:
     kubectl(helm, "apply", "-f", "-", input=app_manifest("Redis", "status", {}))
-    for phase, ready in (("hr-status-reconciling", "Unknown"), ("hr-status-ready", "True"),
-                         ("hr-status-failed", "False")):
+    for phase, ready in (("helmrelease-installing", "Unknown"), ("helmrelease-installed", "True"),
+                         ("helmrelease-failed", "False")):
         status = reference(phase)["status"]
         code, body = api.request("PATCH", f"/apis/helm.toolkit.fluxcd.io/v2/namespaces/{NS}/helmreleases/"
                                  "redis-status/status", {"status": status},

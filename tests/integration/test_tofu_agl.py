@@ -1,8 +1,10 @@
 """tofu_agl end to end through kube-apiserver's real aggregation layer, driven by kubectl.
 
-No tofu-controller runs here: the tests play its part by writing the realistic statuses of
-``reference/status/tf-status-*.yaml`` onto the Terraform status subresource, and the real
-Terraform CRD (tofu-controller v0.16.5) validates every object the service emits.
+No tofu-controller runs in this tier: it checks what the service serves and writes, and the real
+Terraform CRD (tofu-controller v0.16.5) validates every object the service emits. What tofu-controller
+does with those objects (plans, approval, outputs, drift, destroy) is the flux tier's
+(``tests/flux/test_tofu_controller.py``); how its statuses read through the Application is unit-tested
+on statuses recorded from it (``tests/data/status/terraform-*.yaml``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import json_merge_patch
 import pytest
 import yaml
 from localcluster import aggregation, build, services
@@ -32,8 +33,6 @@ TF = "terraforms.infra.contrib.fluxcd.io"
 TF_API = "/apis/infra.contrib.fluxcd.io/v1alpha2"
 APPROVE = "tofu.apps.cozystack.io/approve-plan"
 RUNNER_SA = "tofu.apps.cozystack.io/runner-service-account"
-PENDING = "plan-main-b8e362c206"
-NEWER = "plan-main-0c4d5e6f7a"
 USER = "apps.cozystack.io-"
 
 
@@ -79,16 +78,6 @@ def user_annotations(obj: dict[str, Any]) -> dict[str, str]:
     """Annotations minus the one kubectl apply keeps for itself."""
     return {k: v for k, v in (obj["metadata"].get("annotations") or {}).items()
             if "kubectl.kubernetes.io/last-applied-configuration" not in k}
-
-
-def set_tf_status(api: Api, name: str, status: dict[str, Any], ns: str = NS) -> None:
-    """Play tofu-controller: make the Terraform's status exactly ``status`` (merge patch as admin)."""
-    path = f"{TF_API}/namespaces/{ns}/terraforms/{name}"
-    code, live = api.request("GET", path)
-    assert code == 200, live
-    patch = {"status": json_merge_patch.create_patch(live.get("status") or {}, status)}
-    code, body = api.request("PATCH", f"{path}/status", patch, content_type="application/merge-patch+json")
-    assert code == 200, body
 
 
 def row(cluster: Cluster, resource: str, name: str, ns: str = NS) -> list[str]:
@@ -199,7 +188,8 @@ def test_vpc_emits_terraform_field_by_field(tofu: Cluster) -> None:
     assert tfs["writeOutputsToSecret"] == {"name": "net-outputs", "outputs": defn["writeOutputsToSecret"]["outputs"]}
     assert tfs["serviceAccountName"] == "tf-runner"
     assert tfs["runnerPodTemplate"] == defn["runnerPodTemplate"]
-    assert tfs["backendConfig"] == defn["backendConfig"]
+    # State per instance: the definition gives no secretSuffix, so the Terraform's name is used (SPEC §3).
+    assert tfs["backendConfig"] == {**defn["backendConfig"], "secretSuffix": "vpc-net"}
     assert tfs["workspace"] == "default"
     assert tfs["storeReadablePlan"] == "human"
     assert tfs["varsFrom"] == defn["varsFrom"]
@@ -386,6 +376,7 @@ def test_dry_run_changes_nothing(tofu: Cluster) -> None:
 
 
 def test_delete_keeps_application_visible_while_finalized(tofu: Cluster) -> None:
+    """A finalizer on the Terraform (tofu-controller's name; any controller's would do) holds the delete."""
     apply(tofu, "VPC", "doomed", {"region": "eu-west-1"})
     kubectl(tofu, "patch", TF, "vpc-doomed", "-n", NS, "--type=merge",
             "-p", '{"metadata":{"finalizers":["finalizers.tf.contrib.fluxcd.io"]}}')
@@ -422,112 +413,6 @@ def test_list_selectors_and_pagination(tofu: Cluster, api: Api) -> None:
     assert code == 200 and [i["metadata"]["name"] for i in one["items"]] == ["page1"]
     code, bad = api.request("GET", f"/apis/{V}/s3buckets?fieldSelector=spec.region%3Dx")
     status_error(code, bad, 400)
-
-
-# ------------------------------------------------------------------------------------ status
-
-
-def test_status_phases_project_onto_application(tofu: Cluster, api: Api, reference: Any) -> None:
-    """Each reference Terraform status, as tofu-controller writes it, seen through the Application."""
-    kind, name, tf_name, outputs = "s3bucket", "phases", "s3bucket-phases", "s3bucket-phases-outputs"
-    apply(tofu, "S3Bucket", name, {})
-    expected = {
-        # reference file: (READY, STATUS, PLAN, projected condition types)
-        "tf-status-planning": ("Unknown", "Planning", "-", {"Ready", "AwaitingApproval"}),
-        "tf-status-pending": ("Unknown", "AwaitingApproval", PENDING, {"Ready", "Planned", "AwaitingApproval"}),
-        "tf-status-applied": ("True", "Ready", "-", {"Ready", "Planned", "Applied", "AwaitingApproval"}),
-        "tf-status-failed": ("False", "Failed", "-", {"Ready", "Planned", "Applied", "Stalled", "AwaitingApproval"}),
-    }
-    for phase, (ready, status_word, plan, types) in expected.items():
-        status = reference(phase)["status"]
-        set_tf_status(api, tf_name, status)
-        app = get_json(tofu, kind, name, "-n", NS)
-        conds = conditions(app)
-        assert set(conds) == types, (phase, conds)
-        for source, target in (("Ready", "Ready"), ("Plan", "Planned"), ("Apply", "Applied"), ("Stalled", "Stalled")):
-            src = next((c for c in status["conditions"] if c["type"] == source), None)
-            if src is not None:
-                assert conds[target] == {k: src[k] for k in ("status", "reason", "message", "lastTransitionTime")
-                                         } | {"type": target}, (phase, target)
-        awaiting = conds["AwaitingApproval"]
-        assert awaiting["status"] == ("True" if status_word == "AwaitingApproval" else "False"), (phase, awaiting)
-        if status_word == "AwaitingApproval":
-            command = f"kubectl annotate s3buckets {name} -n {NS} --overwrite {APPROVE}={PENDING}"
-            assert command in awaiting["message"], awaiting
-            assert app["status"]["plan"] == {"pending": PENDING}
-        assert app["status"]["phase"] == status_word
-        if status.get("lastAppliedRevision"):
-            assert app["status"]["version"] == status["lastAppliedRevision"]
-        else:
-            assert "version" not in app["status"]
-        assert app["status"]["outputs"] == {"secretName": outputs, "names": status.get("availableOutputs", [])}
-        assert "inventory" not in json.dumps(app["status"])  # output values / inventory never copied
-        cells = row(tofu, kind, name)
-        assert cells[:5] == [name, ready, status_word, plan, outputs], (phase, cells)
-
-
-def test_auto_definition_pending_plan_is_applying(tofu: Cluster, api: Api, reference: Any) -> None:
-    set_tf_status(api, "vpc-net", reference("tf-status-pending")["status"])
-    app = get_json(tofu, "vpc", "net", "-n", NS)
-    assert app["status"]["phase"] == "Applying"
-    assert conditions(app)["AwaitingApproval"]["status"] == "False"
-    assert row(tofu, "vpc", "net")[2:4] == ["Applying", PENDING]
-
-
-# ------------------------------------------------------------------------------------ approval
-
-
-def test_plan_approval_flow(tofu: Cluster, api: Api, reference: Any) -> None:
-    apply(tofu, "S3Bucket", "approve", {"versioning": False})
-    pending = reference("tf-status-pending")["status"]
-    set_tf_status(api, "s3bucket-approve", pending)
-    app = get_json(tofu, "s3bucket", "approve", "-n", NS)
-    assert conditions(app)["AwaitingApproval"]["status"] == "True"
-    path = f"/apis/{V}/namespaces/{NS}/s3buckets/approve"
-
-    def approve(plan_id: str) -> tuple[int, Any]:
-        return api.request("PATCH", path, {"metadata": {"annotations": {APPROVE: plan_id}}},
-                           content_type="application/merge-patch+json")
-
-    # A wrong id, an abbreviated one: 422 naming the pending id, the Terraform untouched.
-    for wrong in ("plan-main-deadbeef00", "plan-main-b8e3"):
-        with nothing_changes(tofu):
-            code, body = approve(wrong)
-            status_error(code, body, 422)
-            assert PENDING in body["message"] and cause_fields(body) == {f"metadata.annotations[{APPROVE}]"}
-    with nothing_changes(tofu):
-        result = kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, f"{APPROVE}=plan-main-deadbeef00",
-                         check=False)
-        assert result.returncode != 0 and PENDING in result.stderr, result.stderr
-    assert tf(tofu, "s3bucket-approve")["spec"]["approvePlan"] == ""
-
-    # tofu-controller made a new plan: the old id is superseded and rejected, naming the new one.
-    set_tf_status(api, "s3bucket-approve", {**pending, "plan": {"pending": NEWER}})
-    with nothing_changes(tofu):
-        code, body = approve(PENDING)
-        status_error(code, body, 422)
-        assert NEWER in body["message"], body
-
-    # The exact pending id, approved by another user: spec.approvePlan set and an Event naming both.
-    alice = tofu.user_kubeconfig("alice", ("system:masters",))
-    kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, "--overwrite", f"{APPROVE}={NEWER}", kubeconfig=alice)
-    obj = tf(tofu, "s3bucket-approve")
-    assert obj["spec"]["approvePlan"] == NEWER
-    assert obj["metadata"]["annotations"][f"{USER}{APPROVE}"] == NEWER
-    event = wait_for(lambda: next((e for e in events_of(tofu, "approve", NS) if e["reason"] == "PlanApproved"), None),
-                     "PlanApproved event")
-    assert "alice" in event["message"] and NEWER in event["message"], event
-    assert event["involvedObject"]["kind"] == "S3Bucket"
-    out = kubectl(tofu, "describe", "s3bucket", "approve", "-n", NS).stdout
-    assert "PlanApproved" in out
-    app = get_json(tofu, "s3bucket", "approve", "-n", NS)
-    assert conditions(app)["AwaitingApproval"]["status"] == "False"
-    assert conditions(app)["AwaitingApproval"]["reason"] == "PlanApproved"
-    assert app["status"]["phase"] == "Applying"
-    # Re-applying a manifest that still carries the approval is not a new command.
-    rv = obj["metadata"]["resourceVersion"]
-    kubectl(tofu, "annotate", "s3bucket", "approve", "-n", NS, "--overwrite", f"{APPROVE}={NEWER}")
-    assert tf(tofu, "s3bucket-approve")["metadata"]["resourceVersion"] == rv
 
 
 # ------------------------------------------------------------------------------------ bad input

@@ -1,25 +1,21 @@
 """Sample data for the helm_agl unit tests: a definition stand-in, Applications and HelmReleases.
 
-Flux statuses come from the reference YAML in ``reference/status/`` (loaded, not copied), so the
-status projection is checked against what helm-controller really writes.
+Flux statuses are the ones the real helm-controller v1.6.2 wrote, recorded in ``tests/data/status/``
+(loaded, not copied), so the status projection is checked against what helm-controller really writes.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import pytest
-import yaml
 
 from helm_agl.build import build
 from helm_agl.definition import HelmDefinitionView
 from helm_agl.names import GROUP, GROUP_LABEL, KIND_LABEL
 from shared.admission import CompiledSchema, compile_schema
 from shared.bodies import JSON
+from tests.recorded import load_recorded
 
 SCHEMA: JSON = {
     "type": "object",
@@ -126,25 +122,9 @@ def make_app(
     return app
 
 
-def _reference_dir() -> Path | None:
-    candidates = [
-        os.environ.get("AGL_REFERENCE_DIR"),
-        str(Path(__file__).resolve().parents[2] / "reference"),
-        "/work/shared/reference",
-    ]
-    for cand in candidates:
-        if cand and (Path(cand) / "status").is_dir():
-            return Path(cand)
-    return None
-
-
-def load_status(which: str) -> JSON:
-    """The ``status`` of reference/status/hr-status-<which>.yaml."""
-    ref = _reference_dir()
-    if ref is None:
-        pytest.skip("reference/status YAML not found (set AGL_REFERENCE_DIR)")
-    doc = yaml.safe_load((ref / "status" / f"hr-status-{which}.yaml").read_text())
-    status: JSON = doc["status"]
+def load_status(phase: str) -> JSON:
+    """The ``status`` helm-controller wrote at ``phase``: tests/data/status/helmrelease-<phase>.yaml."""
+    status: JSON = load_recorded(f"helmrelease-{phase}")["status"]
     return status
 
 

@@ -1,8 +1,8 @@
 """tofu_agl.generate: a TofuApplicationDefinition from an OpenTofu module.
 
-The modules under tests/fixtures/modules were written for these tests: ``network`` uses every
+The modules under tests/data/modules were written for these tests: ``network`` uses every
 construct the generator maps (and plans with real OpenTofu, see
-tests/integration/test_generate.py); ``edges`` holds what is reported or kept as text.
+tests/integration/test_generated_definitions.py); ``edges`` holds what is reported or kept as text.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tofu_agl.generate.types import Naming, camel_case, type_schema
 from tofu_agl.generate.validation import translate
 from tofu_agl.variables import marshal_vars
 
-MODULES = Path(__file__).resolve().parents[1] / "fixtures" / "modules"
+MODULES = Path(__file__).resolve().parents[1] / "data" / "modules"
 
 
 def generate(capsys: pytest.CaptureFixture[str], module: str, *flags: str) -> tuple[dict[str, Any], list[str]]:

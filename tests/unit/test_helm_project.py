@@ -13,7 +13,7 @@ from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, make_app, make_hr
 
 
 def test_read_back_identity_and_metadata() -> None:
-    hr = make_hr(user_labels={"team": "data"}, user_annotations={"note": "hi"}, status="ready")
+    hr = make_hr(user_labels={"team": "data"}, user_annotations={"note": "hi"}, status="installed")
     app = to_application(DEFN, hr, group=GROUP)
     assert app is not None
     assert app["apiVersion"] == "apps.cozystack.io/v1alpha1"
@@ -100,12 +100,21 @@ def test_read_back_with_empty_schema_is_values() -> None:
     assert app["spec"] == {"a": 1}
 
 
-@pytest.mark.parametrize(
-    ("which", "ready", "released"),
-    [("ready", "True", "True"), ("failed", "False", "False"), ("reconciling", "Unknown", None)],
-)
-def test_status_projection_from_reference_statuses(which: str, ready: str, released: str | None) -> None:
-    hr = make_hr(status=which)
+#: Each status helm-controller v1.6.2 wrote (tests/data/status/helmrelease-<phase>.yaml) and the Ready and
+#: Released condition statuses it carries; a failed install also carries Reconciling (retrying), which stays hidden.
+RECORDED_PHASES = [
+    ("installing", "Unknown", None),
+    ("installed", "True", "True"),
+    ("installed-external-artifact", "True", "True"),
+    ("upgraded", "True", "True"),
+    ("failed", "False", "False"),
+    ("timed-out", "False", "False"),
+]
+
+
+@pytest.mark.parametrize(("phase", "ready", "released"), RECORDED_PHASES)
+def test_status_projection_from_recorded_statuses(phase: str, ready: str, released: str | None) -> None:
+    hr = make_hr(status=phase)
     app = to_application(DEFN, hr, group=GROUP)
     assert app is not None
     flux = hr["status"]
@@ -157,15 +166,16 @@ def test_columns() -> None:
 
 
 @pytest.mark.parametrize(
-    ("which", "ready", "version"),
+    ("phase", "ready", "version"),
     [
-        ("ready", "True", "6.6.1+0cc9a8446c95"),
-        ("failed", "False", "6.6.2+7e4f1c2b9a11"),
-        ("reconciling", "Unknown", "6.6.1+0cc9a8446c95"),
+        ("installing", "Unknown", "0.1.0"),
+        ("installed", "True", "0.1.0"),
+        ("installed-external-artifact", "True", "0.24.1"),
+        ("failed", "False", "0.1.0"),
     ],
 )
-def test_table_cells(which: str, ready: str, version: str) -> None:
-    app = to_application(DEFN, make_hr(status=which), group=GROUP)
+def test_table_cells(phase: str, ready: str, version: str) -> None:
+    app = to_application(DEFN, make_hr(status=phase), group=GROUP)
     assert app is not None
     assert table_cells(app) == ["db1", ready, "2026-09-10T09:00:01Z", version]
 

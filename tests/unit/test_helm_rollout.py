@@ -17,7 +17,7 @@ from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, HEALTH_CHECKS, FakeDef
 
 
 def test_rollout_nothing_to_do() -> None:
-    assert rollout_patch(DEFN, make_hr(status="ready")) == (None, [])
+    assert rollout_patch(DEFN, make_hr(status="installed")) == (None, [])
     defn = replace(DEFN, install_timeout="15m", upgrade_timeout="1h", disable_wait=True)
     assert rollout_patch(defn, make_hr(defn)) == (None, [])
 
@@ -162,3 +162,19 @@ def test_rollout_key_follows_the_rolled_out_annotations() -> None:
     assert before != after
     obj["metadata"]["annotations"]["release.cozystack.io/helm-upgrade-timeout"] = "20m"
     assert rollout_key(ApplicationDefinition.from_object(obj)) != after
+
+
+def test_rollout_never_rewrites_identity_or_user_labels() -> None:
+    """A definition whose release.labels names an identity label or a user's label key is Accepted, but its
+    rollout must not rewrite who an existing HelmRelease belongs to (build() protects the same keys)."""
+    hr = make_hr(user_labels={"team": "a"})
+    defn = replace(DEFN, release_labels={"apps.cozystack.io/application.name": "someone-else",
+                                         "apps.cozystack.io/application.kind": "Other",
+                                         "apps.cozystack.io/application.group": "other.example.io",
+                                         "apps.cozystack.io-team": "b", "fine": "1"})
+    patch, patched = _roll(defn, hr)
+    assert patch["metadata"]["labels"] == {"fine": "1"}
+    labels = patched["metadata"]["labels"]
+    name_label = "apps.cozystack.io/application.name"
+    assert labels[name_label] == hr["metadata"]["labels"][name_label]
+    assert labels["apps.cozystack.io-team"] == "a"

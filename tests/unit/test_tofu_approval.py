@@ -1,4 +1,7 @@
-"""Manual plan approval: only the pending plan's exact, full id is ever approved."""
+"""Manual plan approval: only the pending plan's exact, full id is ever approved; changed variables reset
+an approval, and a replan with the same id is approved by removing and setting the annotation, never by a
+re-applied manifest.  Plan ids and statuses are read from the Terraforms recorded from the real
+tofu-controller (``tests/data/status/terraform-<phase>.yaml``), never copied."""
 
 from __future__ import annotations
 
@@ -9,12 +12,24 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
-from tests.unit.tofu_samples import GROUP, Defn, app
-from tofu_agl.approval import FIELD, approve_plan, approved_plan, check_approval, kept_approval, vars_equal
+from shared.api.fieldmanager import from_annotation
+from tests.recorded import load_recorded
+from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, Defn, app
+from tofu_agl.approval import (
+    FIELD,
+    approve_plan,
+    approved_plan,
+    check_approval,
+    kept_approval,
+    vars_equal,
+)
 from tofu_agl.build import build
-from tofu_agl.names import APPROVE_ANNOTATION, LABEL_PREFIX
+from tofu_agl.names import APPROVE_ANNOTATION, LABEL_PREFIX, MANAGED_FIELDS_ANNOTATION
+from tofu_agl.project import approve_command, awaiting_approval, pending_plan, project_status, to_application
 
-PENDING = "plan-main-b8e362c206"
+#: The pending plan's id in the recorded pending Terraform, and an abbreviation of it.
+PENDING = RECORDED_PENDING
+ABBREVIATED = PENDING[:-6]
 Loader = Callable[[str], Any]
 
 
@@ -34,7 +49,7 @@ def terraform(
             "annotations": annotations,
         },
         "spec": {"approvePlan": approve},
-        "status": copy.deepcopy(reference(f"tf-status-{phase}")["status"]),
+        "status": copy.deepcopy(reference(f"terraform-{phase}")["status"]),
     }
 
 
@@ -80,17 +95,20 @@ def test_wrong_id_is_rejected_naming_the_pending_id(reference: Loader) -> None:
 
 def test_abbreviated_id_is_rejected(reference: Loader) -> None:
     # tofu-controller would accept a prefix; we require the full id so nothing unnamed is approved
-    err = rejected(ann("plan-main-b8e3"), terraform(reference, "pending"))
+    assert PENDING.startswith(ABBREVIATED) and ABBREVIATED != PENDING
+    err = rejected(ann(ABBREVIATED), terraform(reference, "pending"))
     assert "full plan id" in err.message
     assert PENDING in err.message
 
 
-@pytest.mark.parametrize("value", ["", "auto", " plan-main-b8e362c206", "PLAN-MAIN-B8E362C206"])
+@pytest.mark.parametrize("value", ["", "auto", " " + PENDING, PENDING.upper()], ids=["empty", "auto", "space", "upper"])
 def test_anything_but_the_exact_id_is_rejected(reference: Loader, value: str) -> None:
     rejected(ann(value), terraform(reference, "pending"))
 
 
 def test_superseded_id_is_rejected_naming_the_new_pending_id(reference: Loader) -> None:
+    # DERIVED from the pending recording: a plan of a later revision pending after an applied one (the
+    # recordings hold one revision only); the ids are made up, any three distinct ones do.
     tf = terraform(reference, "pending", recorded="plan-main-aaaaaaaaaa")
     tf["status"]["plan"] = {"lastApplied": "plan-main-aaaaaaaaaa", "pending": "plan-main-cccccccccc"}
     err = rejected(ann("plan-main-bbbbbbbbbb"), tf)
@@ -103,7 +121,7 @@ def test_superseded_id_is_rejected_naming_the_new_pending_id(reference: Loader) 
 
 
 def test_nothing_pending_is_rejected(reference: Loader) -> None:
-    for phase in ("planning", "applied", "failed"):
+    for phase in ("planning", "applied", "failed", "drifted", "deleting"):
         err = rejected(ann(PENDING), terraform(reference, phase))
         assert "no plan is waiting for approval" in err.message
     err = rejected(ann(PENDING), None)  # create: no Terraform, nothing to approve yet
@@ -178,3 +196,134 @@ def test_rollout_keeps_only_an_approval_of_the_pending_plan() -> None:
 def test_vars_equal_treats_pruned_null_as_null() -> None:
     live = {"spec": {"vars": [{"name": "a"}]}}
     assert vars_equal(live, [{"name": "a", "value": None}])
+
+
+# --------------------------------------------------------------------------- a replan with the same id
+
+MANUAL = Defn(approve_plan="manual")
+APPROVE_CLAIM = f"f:{APPROVE_ANNOTATION}"
+
+#: The Application's managedFields after ``kubectl apply`` (owning a note annotation and the spec) and
+#: ``kubectl annotate`` of the approval, plus one manager owning the approval next to another annotation.
+MANAGED: list[dict[str, Any]] = [
+    {"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": f"{GROUP}/v1alpha1",
+     "time": "2026-09-10T09:00:00Z", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:note": {}}}, "f:spec": {".": {}, "f:cidrBlock": {}}}},
+    {"manager": "kubectl-annotate", "operation": "Update", "apiVersion": f"{GROUP}/v1alpha1",
+     "time": "2026-09-10T09:05:00Z", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:metadata": {"f:annotations": {APPROVE_CLAIM: {}}}}},
+    {"manager": "gitops", "operation": "Apply", "apiVersion": f"{GROUP}/v1alpha1",
+     "time": "2026-09-10T09:06:00Z", "fieldsType": "FieldsV1",
+     "fieldsV1": {"f:metadata": {"f:annotations": {APPROVE_CLAIM: {}, "f:owner": {}}, "f:labels": {"f:team": {}}}}},
+]
+
+
+def _pending_status() -> dict[str, Any]:
+    status: dict[str, Any] = copy.deepcopy(load_recorded("terraform-pending")["status"])
+    return status
+
+
+def _approved(d: Defn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Application ``net`` whose user approved the recorded pending plan with the annotation (its
+    managers in its managedFields), and its live Terraform after that approval was written."""
+    before = build(d, app(), group=GROUP)
+    before["status"] = _pending_status()
+    approving = app(annotations={APPROVE_ANNOTATION: PENDING, "note": "x", "owner": "y"},
+                    labels={"team": "a"}, managedFields=copy.deepcopy(MANAGED))
+    live = build(d, approving, group=GROUP, live=before)
+    live["status"] = _pending_status()
+    return approving, live
+
+
+def _changed(a: dict[str, Any]) -> dict[str, Any]:
+    """``a`` with other variables, still carrying everything else (its approve-plan annotation too)."""
+    return {**a, "spec": {"cidrBlock": "10.1.0.0/16"}}
+
+
+def _managed(tf: dict[str, Any]) -> list[dict[str, Any]]:
+    entries = from_annotation(tf["metadata"]["annotations"].get(MANAGED_FIELDS_ANNOTATION))
+    assert entries is not None
+    return entries
+
+
+def _claims_approval(entry: dict[str, Any]) -> bool:
+    return APPROVE_CLAIM in entry.get("fieldsV1", {}).get("f:metadata", {}).get("f:annotations", {})
+
+
+def test_changed_variables_reset_the_approval_and_keep_the_annotation() -> None:
+    approving, live = _approved(MANUAL)
+    key = LABEL_PREFIX + APPROVE_ANNOTATION
+    assert live["spec"]["approvePlan"] == PENDING and live["metadata"]["annotations"][key] == PENDING
+    changed = _changed(approving)
+    # a manifest re-applied with new variables and the old annotation is no new approval: accepted ...
+    check_approval(MANUAL, changed, live, group=GROUP, tf_vars=_vars(MANUAL, changed))
+    tf = build(MANUAL, changed, group=GROUP, live=live)
+    # ... the approval does not carry over to the plan of the new variables, and the user's metadata stays
+    assert tf["spec"]["approvePlan"] == ""
+    assert tf["metadata"]["annotations"][key] == PENDING
+    assert _managed(tf) == MANAGED
+
+
+@pytest.mark.parametrize("defn, update", [
+    (Defn(), _changed),  # auto approval: nothing to reset
+    (MANUAL, lambda a: {**a, "metadata": {**a["metadata"], "labels": {"team": "b"}}}),  # same variables
+], ids=["auto", "unchanged-variables"])
+def test_the_approval_stays_under_auto_approval_or_with_the_same_variables(
+    defn: Defn, update: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    approving, live = _approved(defn)
+    tf = build(defn, update(approving), group=GROUP, live=live)
+    assert tf["spec"]["approvePlan"] == ("auto" if defn.approve_plan == "auto" else PENDING)
+
+
+def _replanned() -> tuple[dict[str, Any], dict[str, Any]]:
+    """After a variables-only change: the stored Application (still carrying the approval) and its Terraform,
+    on which tofu-controller made a new plan with the *same* id (it derives ids from the source revision; the
+    recorded pending status, same id, stands for it)."""
+    approving, live = _approved(MANUAL)
+    after = build(MANUAL, _changed(approving), group=GROUP, live=live)
+    after["status"] = _pending_status()
+    assert pending_plan(after) == PENDING and awaiting_approval(after)
+    stored = to_application(MANUAL, after, group=GROUP, defaulted=False)
+    assert stored is not None and stored["metadata"]["annotations"][APPROVE_ANNOTATION] == PENDING
+    return stored, after
+
+
+def test_a_reapplied_manifest_does_not_approve_a_replan_with_the_same_id() -> None:
+    stored, after = _replanned()
+    again = copy.deepcopy(stored)  # what a GitOps tool (or kubectl annotate --overwrite) writes: no change
+    check_approval(MANUAL, again, after, group=GROUP, tf_vars=_vars(MANUAL, again))
+    assert approved_plan(again, after) is None
+    assert build(MANUAL, again, group=GROUP, live=after)["spec"]["approvePlan"] == ""
+
+
+def test_removing_then_setting_the_annotation_approves_a_replan_with_the_same_id() -> None:
+    stored, after = _replanned()
+    removed = copy.deepcopy(stored)
+    del removed["metadata"]["annotations"][APPROVE_ANNOTATION]
+    check_approval(MANUAL, removed, after, group=GROUP, tf_vars=_vars(MANUAL, removed))
+    without = build(MANUAL, removed, group=GROUP, live=after)
+    without["status"] = after["status"]
+    assert without["spec"]["approvePlan"] == ""
+    assert LABEL_PREFIX + APPROVE_ANNOTATION not in without["metadata"]["annotations"]
+    again = copy.deepcopy(removed)
+    again["metadata"]["annotations"][APPROVE_ANNOTATION] = PENDING
+    check_approval(MANUAL, again, without, group=GROUP, tf_vars=_vars(MANUAL, again))
+    assert approved_plan(again, without) == PENDING
+    assert build(MANUAL, again, group=GROUP, live=without)["spec"]["approvePlan"] == PENDING
+
+
+def _printed(tf: dict[str, Any]) -> str:
+    awaiting = next(c for c in project_status(tf, approve_command(MANUAL, "net", "team"))["conditions"]
+                    if c["type"] == "AwaitingApproval")
+    assert awaiting["status"] == "True"
+    return str(awaiting["message"]).split("approve it with: ", 1)[1]
+
+
+def test_the_printed_command_removes_and_sets_when_the_annotation_already_holds_the_id() -> None:
+    set_it = f"kubectl annotate vpcs net -n team --overwrite {APPROVE_ANNOTATION}={PENDING}"
+    _, after = _replanned()
+    assert _printed(after) == f"kubectl annotate vpcs net -n team --overwrite {APPROVE_ANNOTATION}- && {set_it}"
+    first = build(MANUAL, app(), group=GROUP)  # nothing approved yet: one command
+    first["status"] = _pending_status()
+    assert _printed(first) == set_it

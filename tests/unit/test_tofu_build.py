@@ -121,6 +121,34 @@ def test_update_keeps_state_location_and_sharding_label() -> None:
     assert "backendConfig" not in build(d, app(), group=GROUP, live=live)["spec"]
 
 
+def test_backend_config_without_suffix_gets_the_terraform_name() -> None:
+    """State is per instance: tofu-controller's own default suffix, not ``""`` (tofu init fails on it)."""
+    given = {"inClusterConfig": True, "labels": {"a": "b"}}
+    d = Defn(backend_config=given)
+    assert build(d, app(), group=GROUP)["spec"]["backendConfig"] == {**given, "secretSuffix": "vpc-net"}
+    assert build(d, app("other"), group=GROUP)["spec"]["backendConfig"]["secretSuffix"] == "vpc-other"
+    empty = Defn(backend_config={**given, "secretSuffix": ""})
+    assert build(empty, app(), group=GROUP)["spec"]["backendConfig"]["secretSuffix"] == "vpc-net"
+    assert d.backend_config == given  # the definition is not changed
+
+
+def test_custom_backend_configuration_is_passed_through_untouched() -> None:
+    for given in ({"customConfiguration": 'backend "s3" {}'},
+                  {"customConfiguration": 'backend "s3" {}', "secretSuffix": "{{ .name }}", "labels": {"a": "b"}}):
+        assert build(Defn(backend_config=given), app(), group=GROUP)["spec"]["backendConfig"] == given
+
+
+def test_no_backend_config_emits_none() -> None:
+    """tofu-controller's default without a backendConfig already is per instance (the Terraform's name)."""
+    assert "backendConfig" not in build(Defn(backend_config=None), app(), group=GROUP)["spec"]
+
+
+def test_templated_suffix_is_rendered_per_instance() -> None:
+    d = Defn(backend_config={"secretSuffix": "{{ .kind }}-{{ .namespace }}-{{ .name }}"})
+    assert build(d, app(), group=GROUP)["spec"]["backendConfig"] == {"secretSuffix": "vpc-team-net"}
+    assert build(d, app("b"), group=GROUP)["spec"]["backendConfig"] == {"secretSuffix": "vpc-team-b"}
+
+
 def test_runner_service_account_with_and_without_override() -> None:
     a = app(annotations={RUNNER_SA_ANNOTATION: "tenant-sa"})
     allowed = build(Defn(allow_service_account_override=True), a, group=GROUP)

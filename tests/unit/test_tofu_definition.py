@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -16,6 +16,8 @@ from tofu_agl.definition import (
     render_template,
     template_problem,
 )
+from tofu_agl.reconciler import DefinitionReconciler
+from tofu_agl.registry import KindRegistry
 
 FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
 
@@ -169,6 +171,77 @@ def test_template_that_can_never_be_a_secret_name() -> None:
     d = make(load("vpc"), spec__terraform__writeOutputsToSecret={"name": "Outputs_{{ .name }}"})
     verdict = acceptance(d, [])
     assert verdict.reason == "InvalidPlaceholder" and "Secret name" in verdict.message
+
+
+@pytest.mark.parametrize("suffix", ["vpc", "shared-state", "{{ .namespace }}", "{{ .kind }}-{{ .namespace }}",
+                                    "Not_A_Name"])
+def test_suffix_shared_by_every_instance_is_refused(suffix: str) -> None:
+    backend = {"inClusterConfig": True, "secretSuffix": suffix}
+    verdict = acceptance(make(load("vpc"), spec__terraform__backendConfig=backend), [])
+    assert (verdict.accepted, verdict.reason) == (False, "SharedStateSuffix")
+    assert repr(suffix) in verdict.message
+    assert "share one OpenTofu state" in verdict.message and "remove secretSuffix" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        {"inClusterConfig": True},
+        {"inClusterConfig": True, "secretSuffix": ""},
+        {"secretSuffix": "{{ .name }}"},
+        {"secretSuffix": "{{ .kind }}-{{.name}}-state"},
+        {"customConfiguration": 'backend "s3" {}', "secretSuffix": "ignored-by-tofu-controller"},
+    ],
+)
+def test_per_instance_or_custom_state_is_accepted(backend: dict[str, Any]) -> None:
+    assert acceptance(make(load("vpc"), spec__terraform__backendConfig=backend), []).accepted
+
+
+@pytest.mark.parametrize(
+    ("suffix", "fragment"),
+    [("{{ .uid }}", "{{ .uid }}"), ("{{ .name | lower }}", "{{ .name | lower }}"),
+     ("{{ .name }}_state", "cannot make a state Secret name")],
+)
+def test_unusable_suffix_template(suffix: str, fragment: str) -> None:
+    verdict = acceptance(make(load("vpc"), spec__terraform__backendConfig={"secretSuffix": suffix}), [])
+    assert (verdict.accepted, verdict.reason) == (False, "InvalidPlaceholder")
+    assert "backendConfig.secretSuffix" in verdict.message and fragment in verdict.message
+
+
+class _StatusWrites:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch_merge(self, namespace: str | None, name: str, patch: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.patches.append(patch)
+        return {}
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str, str]] = []
+
+    def emit(self, involved: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.emitted.append((type_, reason, message))
+
+
+async def test_shared_state_suffix_gets_a_condition_an_event_and_no_kind() -> None:
+    """Refused like every other reason: Accepted=False on the status, a Warning Event, the kind not served."""
+    async def nothing() -> None:
+        return None
+
+    def no_storage(*_: Any) -> Any:
+        raise AssertionError("a refused kind must not be served")
+
+    registry = KindRegistry("tofu.apps.cozystack.io", lambda _: None, lambda *_: None, no_storage, nothing)
+    status, events = _StatusWrites(), _Events()
+    reconciler = DefinitionReconciler(registry, cast(Any, status), cast(Any, None), cast(Any, events))
+    obj = make(load("vpc"), spec__terraform__backendConfig={"secretSuffix": "vpc"}).to_object()
+    await reconciler.on_event("ADDED", obj)
+    assert registry.served == {} and registry.verdicts["vpc"].reason == "SharedStateSuffix"
+    [condition] = status.patches[0]["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Accepted", "False", "SharedStateSuffix")
+    assert [(t, r) for t, r, _ in events.emitted] == [("Warning", "SharedStateSuffix")]
 
 
 def test_render_template() -> None:

@@ -13,7 +13,7 @@ from tofu_agl import plan
 from tofu_agl.definition import TofuApplicationDefinition
 from tofu_agl.project import to_application
 
-# The shape of `tofu show -no-color` (OpenTofu 1.10) for a second plan of tests/fixtures/modules/preview.
+# The shape of `tofu show -no-color` (OpenTofu 1.10) for a second plan of tests/data/modules/preview.
 HUMAN = """
 OpenTofu used the selected providers to generate the following execution
 plan. Resource actions are indicated with the following symbols:

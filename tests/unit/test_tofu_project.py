@@ -1,6 +1,7 @@
 """Terraform -> Application: metadata and spec read back, and the status projection and STATUS
-phases, checked against the realistic Terraform statuses in ``shared/reference/status`` (loaded,
-not copied)."""
+phases, checked against the Terraform objects recorded from the real tofu-controller in
+``tests/data/status/terraform-<phase>.yaml``.  Every expected value is read from the recording
+(loaded, not copied); the few statuses no recording holds are derived from one, in the open."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tofu_samples import GROUP, SCHEMA, Defn, app
+from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, SCHEMA, Defn, app
 from tofu_agl import project
 from tofu_agl.build import build
 from tofu_agl.definition import TofuApplicationDefinition, TofuDefinitionView
@@ -21,29 +22,61 @@ from tofu_agl.project import to_application
 from tofu_agl.rollout import rollout_patch
 from tofu_agl.validate import validate_application
 
-PLAN_ID = "plan-main-b8e362c206"
+PLAN_ID = RECORDED_PENDING
 COMMAND = "kubectl annotate vpcs net -n team --overwrite tofu.apps.cozystack.io/approve-plan="
+#: The recorded phases (``tests/data/status/terraform-<phase>.yaml``).
+PHASES = ("planning", "pending", "applied", "failed", "drifted", "deleting")
 
 Loader = Callable[[str], Any]
 
 
-def terraform(reference: Loader, phase: str, approve: str = "", **meta: Any) -> dict[str, Any]:
-    """A Terraform object carrying the reference status of ``phase``."""
+def terraform(reference: Loader, phase: str, approve: str | None = None, **meta: Any) -> dict[str, Any]:
+    """The Terraform of Application ``net`` as tofu-controller recorded it in ``phase``.
+
+    Kept from the recording: ``metadata.generation`` (and ``deletionTimestamp``), the outputs Secret, and
+    the whole status.  ``approve`` replaces the recorded ``spec.approvePlan``; ``meta`` adds or overrides
+    metadata.  The name and creationTimestamp are the test's own (the recordings keep neither of use here).
+    """
+    recorded = copy.deepcopy(reference(f"terraform-{phase}"))
+    kept = {k: recorded["metadata"][k] for k in ("generation", "deletionTimestamp") if k in recorded["metadata"]}
     return {
-        "apiVersion": "infra.contrib.fluxcd.io/v1alpha2",
-        "kind": "Terraform",
+        "apiVersion": recorded["apiVersion"],
+        "kind": recorded["kind"],
         "metadata": {
             "name": "vpc-net",
             "namespace": "team",
             "creationTimestamp": "2026-09-10T09:00:00Z",
+            **kept,
             **meta,
         },
         "spec": {
-            "approvePlan": approve,
-            "writeOutputsToSecret": {"name": "net-outputs", "outputs": ["vpc_id"]},
+            "approvePlan": recorded["spec"]["approvePlan"] if approve is None else approve,
+            "writeOutputsToSecret": recorded["spec"]["writeOutputsToSecret"],
         },
-        "status": copy.deepcopy(reference(f"tf-status-{phase}")["status"]),
+        "status": recorded["status"],
     }
+
+
+def recorded_condition(tf: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition ``type_`` tofu-controller wrote on ``tf``."""
+    found: dict[str, Any] = next(c for c in tf["status"]["conditions"] if c["type"] == type_)
+    return found
+
+
+def recorded_types(tf: dict[str, Any]) -> set[str]:
+    return {c["type"] for c in tf["status"].get("conditions") or []}
+
+
+def shown_as(condition: dict[str, Any], type_: str) -> dict[str, Any]:
+    """A recorded ``condition`` as the Application shows it: named ``type_``, without the Terraform's
+    observedGeneration (it counts the Terraform's generations, not the Application's)."""
+    shown = {**condition, "type": type_}
+    del shown["observedGeneration"]
+    return shown
+
+
+def secret_name(tf: dict[str, Any]) -> str:
+    return str(tf["spec"]["writeOutputsToSecret"]["name"])
 
 
 def conditions(projected: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -57,29 +90,56 @@ def app_for(tf: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def stalled(tf: dict[str, Any]) -> dict[str, Any]:
+    """``tf`` (a recorded failure) once its retries ran out: DERIVED, no recording holds it.
+
+    tofu-controller adds this ``Stalled`` condition only when ``status.reconciliationFailures`` passes
+    ``spec.remediation.retries``; tofu_agl's Terraforms set no remediation and are retried forever, so
+    the real controller never wrote one for the recordings.  Type, status, reason and message are the ones
+    tofu-controller v0.16.5 sets for it; time and generation are taken from the recorded Ready condition.
+    """
+    ready = recorded_condition(tf, "Ready")
+    tf["status"]["conditions"].append({
+        "type": "Stalled",
+        "status": "True",
+        "reason": "RetryLimitReached",
+        "message": "Resource reached maximum number of retries.",
+        "lastTransitionTime": ready["lastTransitionTime"],
+        "observedGeneration": ready["observedGeneration"],
+    })
+    return tf
+
+
 # --------------------------------------------------------------------------- planning
 
 
 def test_planning(reference: Loader) -> None:
     tf = terraform(reference, "planning", approve="auto")
+    ready = recorded_condition(tf, "Ready")
+    # tofu-controller's Reconciling condition (reason Progressing) is its own bookkeeping: not shown
+    assert "Reconciling" in recorded_types(tf)
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert project.phase(tf) == "Planning"
     assert out["phase"] == "Planning"
-    assert conds["Ready"]["status"] == "Unknown"
-    assert conds["Ready"]["message"] == "Terraform Planning"
-    assert "Planned" not in conds and "Applied" not in conds
-    assert conds["AwaitingApproval"]["status"] == "False"
-    assert "Reconciling" not in conds
+    assert conds["Ready"] == shown_as(ready, "Ready")
+    assert set(conds) == {"Ready", "AwaitingApproval"}  # no Planned/Applied yet, no Reconciling
+    assert conds["AwaitingApproval"] == {
+        "type": "AwaitingApproval",
+        "status": "False",
+        "reason": "NoPendingPlan",
+        "message": "No plan is waiting for approval",
+        "lastTransitionTime": ready["lastTransitionTime"],
+    }
     assert "version" not in out and "plan" not in out
-    assert out["outputs"] == {"secretName": "net-outputs", "names": []}
+    assert out["outputs"] == {"secretName": secret_name(tf), "names": []}
     assert project.table_cells(app_for(tf)) == [
         "net",
-        "Unknown",
+        ready["status"],
         "Planning",
         "-",
-        "net-outputs",
-        "2026-09-10T09:00:00Z",
+        secret_name(tf),
+        tf["metadata"]["creationTimestamp"],
     ]
 
 
@@ -96,29 +156,33 @@ def test_no_status_at_all_is_planning() -> None:
 
 def test_pending_plan_awaits_approval_with_exact_command(reference: Loader) -> None:
     tf = terraform(reference, "pending", approve="")
+    pending = tf["status"]["plan"]["pending"]
+    planned = recorded_condition(tf, "Plan")
+    assert "Reconciling" in recorded_types(tf)
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert out["phase"] == "AwaitingApproval"
     awaiting = conds["AwaitingApproval"]
     assert awaiting["status"] == "True"
     assert awaiting["reason"] == "PlanPendingApproval"
-    assert f"{COMMAND}{PLAN_ID}" in awaiting["message"]
-    assert awaiting["lastTransitionTime"] == "2026-09-10T09:00:42Z"
-    assert conds["Planned"]["status"] == "True"
-    assert conds["Planned"]["reason"] == "TerraformPlannedWithChanges"
-    assert conds["Ready"]["status"] == "Unknown"
-    assert out["plan"] == {"pending": PLAN_ID}
+    assert f"{COMMAND}{pending}" in awaiting["message"]
+    assert awaiting["lastTransitionTime"] == planned["lastTransitionTime"]  # since the plan was made
+    assert conds["Planned"] == shown_as(planned, "Planned")
+    assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
+    assert "Reconciling" not in conds
+    assert out["plan"] == {"pending": pending}
     cells = project.table_cells(app_for(tf))
-    assert cells[2:4] == ["AwaitingApproval", PLAN_ID]
+    assert cells[2:4] == ["AwaitingApproval", pending]
 
 
 def test_stale_approval_still_awaits(reference: Loader) -> None:
     tf = terraform(reference, "pending", approve="plan-main-0000000000")
+    assert tf["spec"]["approvePlan"] != tf["status"]["plan"]["pending"]
     assert project.phase(tf) == "AwaitingApproval"
     assert conditions(project.project_status(tf, COMMAND))["AwaitingApproval"]["status"] == "True"
 
 
-@pytest.mark.parametrize("approve", [PLAN_ID, "auto", "plan-main-b8e3"])
+@pytest.mark.parametrize("approve", [PLAN_ID, "auto", PLAN_ID[:-6]], ids=["id", "auto", "prefix"])
 def test_approved_pending_plan_is_applying(reference: Loader, approve: str) -> None:
     # a non-empty prefix is what tofu-controller itself accepts, so it is applying, not awaiting
     tf = terraform(reference, "pending", approve=approve)
@@ -130,12 +194,16 @@ def test_approved_pending_plan_is_applying(reference: Loader, approve: str) -> N
 
 
 def test_apply_in_progress_is_applying(reference: Loader) -> None:
+    # DERIVED from the pending recording (none was recorded mid-apply, which lasts a moment): the plan
+    # approved and taken off status.plan, an Apply condition still Unknown.
     tf = terraform(reference, "pending", approve=PLAN_ID)
     tf["status"]["conditions"].append({"type": "Apply", "status": "Unknown", "reason": "Progressing"})
     tf["status"]["plan"] = {}
     assert project.phase(tf) == "Applying"
+    # DERIVED from the planning recording: tofu-controller marks Ready Unknown with the message "Applying"
+    # just before it runs the apply (TerraformProgressing), a moment no recording caught.
     ready_applying = terraform(reference, "planning")
-    ready_applying["status"]["conditions"][1]["message"] = "Applying"
+    recorded_condition(ready_applying, "Ready")["message"] = "Applying"
     assert project.phase(ready_applying) == "Applying"
 
 
@@ -143,37 +211,48 @@ def test_apply_in_progress_is_applying(reference: Loader) -> None:
 
 
 def test_applied(reference: Loader) -> None:
-    tf = terraform(reference, "applied", approve=PLAN_ID, generation=2)
+    recorded_status = reference("terraform-applied")["status"]
+    # approved by hand: approvePlan still names the plan it applied
+    tf = terraform(reference, "applied", approve=recorded_status["plan"]["lastApplied"])
+    status = tf["status"]
+    assert tf["metadata"]["generation"] == status["observedGeneration"]  # the verdict is on the current spec
+    ready = recorded_condition(tf, "Ready")
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert out["phase"] == "Ready"
-    assert conds["Ready"] == {
-        "type": "Ready",
-        "status": "True",
-        "reason": "TerraformOutputsWritten",
-        "message": "Outputs written: main@sha1:b8e362c206e3d0cbb7ed22ced771a0056455a2fb",
-        "lastTransitionTime": "2026-09-10T09:06:31Z",
+    assert conds["Ready"] == shown_as(ready, "Ready")
+    assert conds["Applied"] == shown_as(recorded_condition(tf, "Apply"), "Applied")
+    assert conds["Planned"] == shown_as(recorded_condition(tf, "Plan"), "Planned")
+    assert conds["AwaitingApproval"] == {
+        "type": "AwaitingApproval",
+        "status": "False",
+        "reason": "NoPendingPlan",
+        "message": "No plan is waiting for approval",
+        "lastTransitionTime": ready["lastTransitionTime"],
     }
-    assert conds["Applied"]["status"] == "True"
-    assert conds["Applied"]["reason"] == "TerraformAppliedSucceed"
-    assert conds["Planned"]["status"] == "True"
-    assert conds["AwaitingApproval"]["status"] == "False"
-    assert conds["AwaitingApproval"]["reason"] == "NoPendingPlan"
-    assert "Output" not in conds
-    assert out["version"] == "main@sha1:b8e362c206e3d0cbb7ed22ced771a0056455a2fb"
-    assert out["plan"] == {"lastApplied": PLAN_ID}
-    assert out["outputs"] == {"secretName": "net-outputs", "names": ["age_key", "subnet_ids", "vpc_id"]}
+    # tofu-controller's Output condition is not shown: outputs are status.outputs
+    assert "Output" in recorded_types(tf) and "Output" not in conds
+    assert set(conds) == {"Ready", "Applied", "Planned", "AwaitingApproval"}
+    assert out["version"] == status["lastAppliedRevision"]
+    assert out["plan"] == {"lastApplied": status["plan"]["lastApplied"]}
+    assert out["outputs"] == {"secretName": secret_name(tf), "names": status["availableOutputs"]}
     assert "inventory" not in out
-    assert project.table_cells(app_for(tf)) == ["net", "True", "Ready", "-", "net-outputs", "2026-09-10T09:00:00Z"]
+    assert project.table_cells(app_for(tf)) == [
+        "net", ready["status"], "Ready", "-", secret_name(tf), tf["metadata"]["creationTimestamp"],
+    ]
 
 
-def test_conditions_do_not_carry_the_terraform_generation(reference: Loader) -> None:
-    out = project.project_status(terraform(reference, "applied"), COMMAND)
+@pytest.mark.parametrize("phase", PHASES)
+def test_conditions_do_not_carry_the_terraform_generation(reference: Loader, phase: str) -> None:
+    tf = terraform(reference, phase)
+    assert all("observedGeneration" in c for c in tf["status"].get("conditions") or [])
+    out = project.project_status(tf, COMMAND)
     assert all("observedGeneration" not in c for c in out["conditions"])
 
 
 def test_ready_on_an_older_generation_is_planning(reference: Loader) -> None:
-    tf = terraform(reference, "applied", generation=3)
+    observed = reference("terraform-applied")["status"]["observedGeneration"]
+    tf = terraform(reference, "applied", generation=observed + 1)
     assert project.phase(tf) == "Planning"
 
 
@@ -181,7 +260,7 @@ def test_outputs_without_secret(reference: Loader) -> None:
     tf = terraform(reference, "applied")
     del tf["spec"]["writeOutputsToSecret"]
     out = project.project_status(tf, COMMAND)
-    assert out["outputs"] == {"names": ["age_key", "subnet_ids", "vpc_id"]}
+    assert out["outputs"] == {"names": tf["status"]["availableOutputs"]}
     assert project.table_cells({"metadata": {}, "status": out})[4] == ""
 
 
@@ -189,41 +268,68 @@ def test_outputs_without_secret(reference: Loader) -> None:
 
 
 def test_failed(reference: Loader) -> None:
-    tf = terraform(reference, "failed", approve="auto", generation=3)
+    # A failed plan as tofu-controller leaves a Terraform of tofu_agl: Ready False and nothing else,
+    # since without spec.remediation it retries forever and never marks it Stalled.
+    tf = terraform(reference, "failed", approve="auto")
+    ready = recorded_condition(tf, "Ready")
+    assert ready["status"] == "False"
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert out["phase"] == "Failed"
-    assert conds["Ready"]["status"] == "False"
-    assert conds["Ready"]["reason"] == "TFExecPlanFailed"
-    assert conds["Stalled"] == {
-        "type": "Stalled",
-        "status": "True",
-        "reason": "RetryLimitReached",
-        "message": "Resource reached maximum number of retries.",
-        "lastTransitionTime": "2026-09-10T10:16:03Z",
-    }
-    assert out["version"] == "main@sha1:b8e362c206e3d0cbb7ed22ced771a0056455a2fb"
-    assert project.table_cells(app_for(tf))[1:3] == ["False", "Failed"]
+    assert conds["Ready"] == shown_as(ready, "Ready")  # OpenTofu's error, word for word
+    assert set(conds) == {"Ready", "AwaitingApproval"}
+    # nothing was ever applied: no version, no outputs yet
+    assert "lastAppliedRevision" not in tf["status"] and "version" not in out
+    assert out["outputs"] == {"secretName": secret_name(tf), "names": []}
+    assert project.table_cells(app_for(tf))[1:3] == [ready["status"], "Failed"]
+
+
+def test_stalled_is_shown_and_failed(reference: Loader) -> None:
+    tf = stalled(terraform(reference, "failed", approve="auto"))
+    out = project.project_status(tf, COMMAND)
+    conds = conditions(out)
+    assert out["phase"] == "Failed"
+    assert conds["Stalled"] == shown_as(recorded_condition(tf, "Stalled"), "Stalled")
+    assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
 
 
 def test_stalled_alone_is_failed(reference: Loader) -> None:
-    tf = terraform(reference, "failed")
-    tf["status"]["conditions"][0]["status"] = "Unknown"
+    # DERIVED twice over (see stalled()): Stalled True while Ready is not False, to show Stalled alone decides
+    tf = stalled(terraform(reference, "failed"))
+    recorded_condition(tf, "Ready")["status"] = "Unknown"
     assert project.phase(tf) == "Failed"
 
 
 def test_drift(reference: Loader) -> None:
-    tf = terraform(reference, "applied", approve="")
-    ready = tf["status"]["conditions"][0]
-    ready.update(status="False", reason="DriftDetected", message="Drift detected")
+    tf = terraform(reference, "drifted")
+    ready = recorded_condition(tf, "Ready")
+    assert ready["reason"] == project.DRIFT_DETECTED_REASON  # the reason tofu-controller really writes
+    assert not tf["status"].get("plan", {}).get("pending")
     out = project.project_status(tf, COMMAND)
+    conds = conditions(out)
     assert out["phase"] == "Drifted"
-    assert conditions(out)["Ready"]["reason"] == "DriftDetected"
+    assert conds["Ready"] == shown_as(ready, "Ready")  # the corrective plan, as tofu-controller printed it
+    assert conds["AwaitingApproval"]["reason"] == "NoPendingPlan"
+    assert out["version"] == tf["status"]["lastAppliedRevision"]
+    assert project.table_cells(app_for(tf))[1:3] == [ready["status"], "Drifted"]
 
 
-@pytest.mark.parametrize("phase", ["planning", "pending", "applied", "failed"])
+def test_deleting(reference: Loader) -> None:
+    tf = terraform(reference, "deleting")
+    assert tf["metadata"]["deletionTimestamp"]
+    assert "Reconciling" in recorded_types(tf)
+    out = project.project_status(tf, COMMAND)
+    conds = conditions(out)
+    assert out["phase"] == "Deleting"
+    assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
+    assert "Reconciling" not in conds and "Output" not in conds
+    assert project.table_cells(app_for(tf))[2] == "Deleting"
+
+
+@pytest.mark.parametrize("phase", [p for p in PHASES if p != "deleting"])
 def test_deleting_wins(reference: Loader, phase: str) -> None:
-    tf = terraform(reference, phase, deletionTimestamp="2026-09-10T11:00:00Z")
+    deleted_at = reference("terraform-deleting")["metadata"]["deletionTimestamp"]
+    tf = terraform(reference, phase, deletionTimestamp=deleted_at)
     assert project.phase(tf) == "Deleting"
     assert project.table_cells(app_for(tf))[2] == "Deleting"
 
@@ -311,16 +417,16 @@ def test_round_trip_equals_app_plus_defaults(naming: str) -> None:
     assert again is not None and again["spec"] == back["spec"]
 
 
-def test_status_has_approve_command() -> None:
+def test_status_has_approve_command(reference: Loader) -> None:
     d = Defn(approve_plan="manual")
     tf = build(d, app(), group=GROUP)
-    tf["status"] = {"plan": {"pending": "plan-main-b8e362c206"}}
+    tf["status"] = copy.deepcopy(reference("terraform-pending")["status"])
     out = to_application(d, tf, group=GROUP)
     assert out is not None
     cond = next(c for c in out["status"]["conditions"] if c["type"] == "AwaitingApproval")
     assert cond["status"] == "True"
     command = "kubectl annotate vpcs net -n team --overwrite tofu.apps.cozystack.io/approve-plan="
-    assert f"{command}plan-main-b8e362c206" in cond["message"]
+    assert f"{command}{tf['status']['plan']['pending']}" in cond["message"]
 
 
 # --------------------------------------------------------------------------- with the real definition model
@@ -374,7 +480,7 @@ def test_real_definition_model_round_trip() -> None:
     assert rollout_patch(d, tf) == (None, [])
 
 
-@pytest.mark.parametrize("phase", ["planning", "pending", "applied", "failed"])
+@pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize("approve", ["", "auto", PLAN_ID])
 def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str, approve: str) -> None:
     """The storage's cache keeps only ``SPEC_READ`` of a Terraform's spec: lists (from the cache) and gets
@@ -383,17 +489,24 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     from tofu_agl import plan
     from tofu_agl.storage import PlanSummaries
 
-    d = _real_definition(approvePlan="manual", storeReadablePlan="json", workspace="prod",
+    # A definition setting every Terraform field a definition controls, so the built spec carries many the
+    # projection does not read.
+    d = _real_definition(approvePlan="manual", storeReadablePlan="json", workspace="prod", interval="10m",
+                         retryInterval="1m", serviceAccountName="tf-runner", destroyResourcesOnDeletion=True,
+                         runnerPodTemplate={"spec": {"envFrom": [{"secretRef": {"name": "aws-credentials"}}]}},
+                         backendConfig={"inClusterConfig": True},
+                         varsFrom=[{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True}],
                          writeOutputsToSecret={"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]})
     a = app(spec={"subnets": [{"cidrBlock": "a"}]}, labels={"team": "a"}, annotations={"note": "x"})
     whole = build(d, a, group=GROUP)
     whole["metadata"].update(uid="u-1", resourceVersion="7", generation=2, creationTimestamp="2026-09-10T09:00:00Z",
                              managedFields=[{"manager": "tofu-agl", "fieldsV1": {"f:spec": {}}}])
-    whole["spec"] = {**copy.deepcopy(reference("tf-spec")["spec"]), **whole["spec"], "approvePlan": approve,
-                     "force": approve == ""}
-    whole["status"] = copy.deepcopy(reference(f"tf-status-{phase}")["status"])
+    whole["spec"] = {**whole["spec"], "approvePlan": approve, "force": approve == ""}
+    whole["status"] = copy.deepcopy(reference(f"terraform-{phase}")["status"])
+    unread = set(whole["spec"]) - set(project.SPEC_READ)
+    assert {"runnerPodTemplate", "backendConfig", "varsFrom", "sourceRef", "path"} <= unread
     cached = keeping_spec(project.SPEC_READ)(copy.deepcopy(whole))
-    assert "managedFields" not in cached["metadata"] and "runnerPodTemplate" not in cached["spec"]
+    assert "managedFields" not in cached["metadata"] and not unread & set(cached["spec"])
     assert to_application(d, cached, group=GROUP) == to_application(d, whole, group=GROUP)
     assert project.awaiting_approval(cached) == project.awaiting_approval(whole)
     assert plan.plan_location(cached) == plan.plan_location(whole)

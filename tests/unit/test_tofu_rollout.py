@@ -75,6 +75,32 @@ def test_rollout_never_touches_workspace_or_backend_config() -> None:
     assert rollout_patch(replace(new, workspace=None), tf)[1] == ["backendConfig"]
 
 
+def test_rollout_does_not_flag_the_per_instance_state_suffix() -> None:
+    """An instance carrying its own suffix is what the definition builds: not changed, not pinned."""
+    for backend in ({"inClusterConfig": True}, {"secretSuffix": "{{ .name }}-state"}):
+        d = Defn(backend_config=backend)
+        for name in ("net", "other"):
+            tf = build(d, app(name), group=GROUP)
+            assert rollout_patch(d, tf) == (None, [])
+            assert rollout_patch(replace(d, interval="1h"), tf) == ({"spec": {"interval": "1h"}}, [])
+
+
+def test_rollout_state_suffix_is_the_terraforms_own_name_after_a_prefix_change() -> None:
+    d = Defn(backend_config={"inClusterConfig": True})
+    tf = build(d, app(), group=GROUP)
+    assert tf["spec"]["backendConfig"]["secretSuffix"] == "vpc-net"
+    assert rollout_patch(replace(d, prefix="net-"), tf) == (None, [])
+
+
+def test_rollout_reports_a_backend_config_without_the_instance_suffix() -> None:
+    """A Terraform written before suffixes were defaulted differs from what the definition builds now:
+    reported like any backendConfig change, never patched."""
+    d = Defn(backend_config={"inClusterConfig": True})
+    tf = build(d, app(), group=GROUP)
+    tf["spec"]["backendConfig"] = {"inClusterConfig": True}
+    assert rollout_patch(d, tf) == (None, ["backendConfig"])
+
+
 def test_rollout_approve_plan_modes() -> None:
     manual = Defn(approve_plan="manual")
     tf = build(Defn(), app(), group=GROUP)  # auto

@@ -23,7 +23,7 @@ from tofu_agl.variables import (
 
 #: The name rule's boundaries, shared with the check against real OpenTofu.
 NAMES: dict[str, list[str]] = yaml.safe_load(
-    (Path(__file__).resolve().parents[1] / "fixtures" / "modules" / "variable-names.yaml").read_text()
+    (Path(__file__).resolve().parents[1] / "data" / "modules" / "variable-names.yaml").read_text()
 )
 
 SCHEMA: dict[str, Any] = {

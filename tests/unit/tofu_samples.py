@@ -10,10 +10,15 @@ import pytest
 
 from shared.admission import CompiledSchema, compile_schema
 from shared.api.errors import ApiError
+from tests.recorded import load_recorded
 from tofu_agl.definition import TofuDefinitionView
 from tofu_agl.names import DEFAULT_GROUP
 
 GROUP = DEFAULT_GROUP
+
+#: The id of the plan the recorded pending Terraform holds for approval (``status.plan.pending`` of
+#: ``tests/data/status/terraform-pending.yaml``, recorded from tofu-controller): read, never copied.
+RECORDED_PENDING: str = load_recorded("terraform-pending")["status"]["plan"]["pending"]
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

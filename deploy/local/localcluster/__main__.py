@@ -16,11 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build_cmd = sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd and helm")
     build_cmd.add_argument("--flux", action="store_true",
-                           help="also helm-controller, source-controller and tofu (several minutes each when cold)")
+                           help="also the Flux controllers, tofu-controller and tofu (minutes each when cold)")
     up = sub.add_parser("up", help="start the control plane, install CRDs, the services and the Flux controllers")
     up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
     up.add_argument("--no-flux", action="store_true",
-                    help="skip helm-controller, source-controller and the chart repository")
+                    help="skip helm-controller, source-controller, tofu-controller and the source servers")
     sub.add_parser("down", help="stop the services and the control plane")
     sub.add_parser("status", help="say whether the cluster runs")
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
@@ -48,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
                 from . import flux
 
                 controllers = flux.start(cluster)
-                log(f"helm-controller and source-controller running; charts served at {controllers.chart_repository}")
+                log("source-controller, helm-controller and tofu-controller running; "
+                    f"charts served at {controllers.chart_repository}")
+            from . import flux, samples
+
+            local = samples.local_definitions(cluster.dir / "samples" / "definitions", flux.state_kubeconfig(cluster))
+            log(f"sample definitions for this cluster (Tofu state reached through a kubeconfig): {local}")
             print(f"export KUBECONFIG={cluster.kubeconfig}")
             print(f"export PATH={build.kubectl_dir()}:$PATH")
         elif args.command == "down":

@@ -7,6 +7,7 @@ cache under its final name once it linked completely.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -131,7 +132,9 @@ def _module_go_mod(module: str, version: str, workdir: Path) -> str:
 
 
 def _replacement(module: str, to: str) -> str:
-    return to if " " in to else f"{module} {to}"
+    """``to`` as the right-hand side of a replace: a path or ``module version`` as is, a bare version
+    for ``module`` itself."""
+    return to if " " in to or to.startswith("/") else f"{module} {to}"
 
 
 def _write_module(target: GoTarget, workdir: Path) -> None:
@@ -266,6 +269,75 @@ def tofu_target() -> GoTarget:
     return GoTarget("tofu", module, versions.OPENTOFU, f"{module}/cmd/tofu", ldflags=stamp, replaces=replaces)
 
 
+#: Where the nested modules of tofu-controller (``/api``, ``/tfctl``) come from when neither the
+#: override nor the module proxy provides them: the project owner's copy beside the repository,
+#: exactly as tagged upstream and checked against its ``SHA256SUMS`` before every build.
+TOFU_CONTROLLER_MODULES_DEFAULT = Path(__file__).resolve().parents[3].parent / "shared" / "third_party" / (
+    f"tofu-controller-{versions.TOFU_CONTROLLER}")
+TOFU_CONTROLLER_NESTED = ("api", "tfctl")
+
+
+def verify_checksums(directory: Path) -> None:
+    """Check every file ``directory/SHA256SUMS`` lists; a missing or changed file stops the build."""
+    sums = directory / "SHA256SUMS"
+    if not sums.is_file():
+        raise BuildError(f"{sums} is missing: cannot check the tofu-controller modules in {directory}")
+    for line in sums.read_text().splitlines():
+        if not line.strip():
+            continue
+        digest, name = line.split(None, 1)
+        path = directory / name.strip().lstrip("*")
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise BuildError(f"{path} does not match {sums}: refusing to build tofu-controller from it")
+
+
+def tofu_controller_modules() -> tuple[dict[str, str], str]:
+    """The replaces for tofu-controller's nested modules, and a sentence saying where they come from.
+
+    In order: the directory ``AGL_TOFU_CONTROLLER_MODULES`` names; the owner's checked copy beside the
+    repository; the module proxy, for a machine whose proxy serves the pseudo-versions that
+    tofu-controller's go.mod requires (this one answers 404 for them).
+    """
+    module = "github.com/flux-iac/tofu-controller"
+    override = os.environ.get("AGL_TOFU_CONTROLLER_MODULES")
+    candidates = [(Path(override), "AGL_TOFU_CONTROLLER_MODULES")] if override else []
+    candidates.append((TOFU_CONTROLLER_MODULES_DEFAULT, "the checked copy beside the repository"))
+    for directory, origin in candidates:
+        if all((directory / nested / "go.mod").is_file() for nested in TOFU_CONTROLLER_NESTED):
+            if (directory / "SHA256SUMS").exists() or origin != "AGL_TOFU_CONTROLLER_MODULES":
+                verify_checksums(directory)
+            replaces = {f"{module}/{nested}": str((directory / nested).resolve()) for nested in TOFU_CONTROLLER_NESTED}
+            return replaces, f"nested modules from {origin} ({directory})"
+        if origin == "AGL_TOFU_CONTROLLER_MODULES":
+            raise BuildError(f"AGL_TOFU_CONTROLLER_MODULES={directory} holds no api/go.mod and tfctl/go.mod")
+    return {}, "nested modules from the Go module proxy"
+
+
+def tofu_controller_target() -> tuple[GoTarget, str]:
+    """tofu-controller's manager, with its go.mod's other replaces carried over."""
+    module = "github.com/flux-iac/tofu-controller"
+    version = versions.TOFU_CONTROLLER
+    nested, origin = tofu_controller_modules()
+
+    def derive(text: str) -> dict[str, str]:
+        # The nested ``./api`` / ``./tfctl`` replaces are supplied by ``nested``; keep the others.
+        kept = [line for line in text.splitlines() if "=> ./" not in line]
+        return carried_replaces(module, version, "\n".join(kept))
+
+    replaces = {**_cached_replaces(module, version, derive), **nested}
+    stamp = (f"-X main.BuildVersion={version}",)
+    return GoTarget("tofu-controller", module, version, f"{module}/cmd/manager", ldflags=stamp,
+                    replaces=replaces), origin
+
+
+def ensure_tofu_controller() -> Path:
+    """Build (or reuse) tofu-controller (about 10 minutes cold on two cores) and say where its modules came from."""
+    target, origin = tofu_controller_target()
+    if not target.binary.exists():
+        log(f"tofu-controller {target.version}: {origin}")
+    return build(target)
+
+
 @dataclass(frozen=True)
 class Binaries:
     kube_apiserver: Path
@@ -311,12 +383,17 @@ def kubectl_dir() -> Path:
 class FluxBinaries:
     helm_controller: Path
     source_controller: Path
+    tofu_controller: Path
 
 
 def ensure_flux() -> FluxBinaries:
-    """Build (or reuse) helm-controller and source-controller (several minutes each when cold)."""
+    """Build (or reuse) helm-controller, source-controller, tofu-controller and the servers of the module sources
+    (several minutes each when cold)."""
     built = {t.name: build(t) for t in flux_targets()}
-    return FluxBinaries(built["helm-controller"], built["source-controller"])
+    controllers = FluxBinaries(built["helm-controller"], built["source-controller"], ensure_tofu_controller())
+    ensure_registry()
+    ensure_s3_server()
+    return controllers
 
 
 def ensure_tofu() -> Path:
@@ -324,3 +401,26 @@ def ensure_tofu() -> Path:
     tofu = build(tofu_target())
     _link_current("tofu", tofu)
     return tofu
+
+
+def registry_target() -> GoTarget:
+    """The CNCF distribution registry (``registry serve CONFIG``), stamped with its release version."""
+    module = "github.com/distribution/distribution/v3"
+    stamp = (f"-X {module}/version.version={versions.DISTRIBUTION}",)
+    return GoTarget("registry", module, versions.DISTRIBUTION, f"{module}/cmd/registry", ldflags=stamp)
+
+
+def ensure_registry() -> Path:
+    """Build (or reuse) the OCI registry: ``<cache>/bin/registry-<version>`` (a few minutes when cold)."""
+    return build(registry_target())
+
+
+def s3_server_target() -> GoTarget:
+    """gofakes3, a small S3-compatible server (path-style buckets, no request authentication)."""
+    module = "github.com/johannesboyne/gofakes3"
+    return GoTarget("gofakes3", module, versions.GOFAKES3, f"{module}/cmd/gofakes3")
+
+
+def ensure_s3_server() -> Path:
+    """Build (or reuse) gofakes3: ``<cache>/bin/gofakes3-<version>`` (a minute or two when cold)."""
+    return build(s3_server_target())

@@ -23,6 +23,8 @@ from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
 
 CHARTS = Path(__file__).resolve().parents[2] / "samples" / "charts"
+#: The repository URL written in ``deploy/samples/sources/charts.yaml``; replaced by the served URL.
+PLACEHOLDER_URL = "http://127.0.0.1:8879/"
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,16 @@
 """The main job, shown end to end: both services, sample kinds, generated objects side by side.
 
-Run by ``nox -s demo`` after ``python -m localcluster up``. The real helm-controller and
-source-controller run next to the services (unless ``up --no-flux``), so the Helm kinds are
-installed for real and the demo shows what helm-controller wrote. tofu-controller does not build
-here: for each Tofu Application the demo hands the Terraform's variables to real OpenTofu as
-tofu-controller's runner would and shows OpenTofu's plan, and the Terraform statuses it still needs
-(plan pending, applied) are played, each such line labelled "played".
+Run by ``nox -s demo`` after ``python -m localcluster up``. The real source-controller,
+helm-controller and tofu-controller run next to the services (unless ``up --no-flux``), so the Helm
+kinds are installed and the Tofu kinds planned, approved, applied and destroyed for real: every
+status the demo shows was written by those controllers and OpenTofu. The one stand-in is cozystack's
+artifact publisher (the postgres chart's ExternalArtifact), said so in the output and on the object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -22,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from . import build, tofurunner
+from . import flux, samples
 from .cluster import Cluster, ClusterError
 from .processes import Process
 
@@ -69,7 +67,7 @@ def side_by_side(left_title: str, left: str, right_title: str, right: str) -> st
     return "\n".join(lines)
 
 
-def samples(kind: str) -> Iterator[Path]:
+def sample_files(kind: str) -> Iterator[Path]:
     yield from sorted((SAMPLES / kind).glob("*.yaml"))
 
 
@@ -77,6 +75,10 @@ class Demo:
     def __init__(self, cluster: Cluster, out: Transcript) -> None:
         self.cluster = cluster
         self.out = out
+        self.applied_at = time.monotonic()
+
+    def since_applied(self, what: str) -> None:
+        self.out.say(f"{what} {time.monotonic() - self.applied_at:.0f}s after the Applications were applied")
 
     def kubectl(self, *args: str, input: str | None = None, show: bool = False, display: str = "") -> str:
         result = self.cluster.kubectl(*args, input=input)
@@ -103,7 +105,11 @@ class Demo:
     # ---------------------------------------------------------------------------- steps
     def definitions(self) -> None:
         self.out.heading("1. A platform engineer publishes four kinds (two per backend)")
-        for path in samples("definitions"):
+        local = samples.local_definitions(self.cluster.dir / "samples" / "definitions",
+                                          flux.state_kubeconfig(self.cluster))
+        self.out.say("(Applied from local copies: the Tofu definitions reach their state through a kubeconfig instead "
+                     f"of a pod's in-cluster config, see deploy/samples/README.md; {local})")
+        for path in sorted(local.glob("*.yaml")):
             self.kubectl("apply", "-f", str(path))
         for plural in ("applicationdefinitions", "tofuapplicationdefinitions"):
             names = [item["metadata"]["name"] for item in self.get(plural)["items"]]
@@ -120,9 +126,10 @@ class Demo:
     def applications(self) -> None:
         self.out.heading("2. A tenant applies one object of each kind")
         self.kubectl("apply", "-f", str(SAMPLES / "tenants" / f"{NAMESPACE}.yaml"))
-        for path in samples("applications"):
+        for path in sample_files("applications"):
             shown = f"kubectl apply -f {path.relative_to(SAMPLES.parents[1])}"
             self.kubectl("apply", "-f", "-", input=path.read_text(), show=True, display=shown)
+        self.applied_at = time.monotonic()
 
     def generated(self) -> None:
         self.out.heading("3. What each backend generated (user object | backing object)")
@@ -137,114 +144,95 @@ class Demo:
                                         yaml.safe_dump(obj, sort_keys=False)))
 
     def controllers(self) -> None:
-        if Process(self.cluster, "helm-controller").running() is not None:
-            self.helm_controller()
-        else:
-            self.helm_played()
-        self.tofu_plans()
-        self.tofu_played()
+        if Process(self.cluster, "tofu-controller").running() is None:
+            self.out.heading("4. No controllers run (`up --no-flux`): nothing reconciles the objects above")
+            self.out.say("Run `nox -s down` and `nox -s demo` (or `nox -s up` without --no-flux) for the real "
+                         "helm-controller, source-controller and tofu-controller.")
+            return
+        self.helm_controller()
+        self.tofu_auto()
+        self.tables()
+        self.tofu_manual()
+        self.tofu_delete()
 
     def helm_controller(self) -> None:
         self.out.heading("4. helm-controller installs the Helm kinds (real helm-controller v1.6.2)")
+        self.out.say("(The postgres chart comes through an ExternalArtifact whose status localcluster writes in place "
+                     "of cozystack's artifact publisher, which does not run here; the object is annotated "
+                     f"{flux.STAND_IN_ANNOTATION}. Everything else below is written by the real controllers.)")
         for release in ("postgres-orders", "redis-cache"):
             self.wait(f"helm-controller to finish {release}", lambda r=release: any(
                 c["type"] == "Ready" and c["status"] != "Unknown" and c.get("observedGeneration") ==
                 self.get("helmreleases.helm.toolkit.fluxcd.io", r, "-n", NAMESPACE)["metadata"]["generation"]
                 for c in self.get("helmreleases.helm.toolkit.fluxcd.io", r, "-n", NAMESPACE)
                 .get("status", {}).get("conditions", [])), timeout=300)
+            self.since_applied(f"helmrelease/{release} settled")
         self.kubectl("get", "helmreleases.helm.toolkit.fluxcd.io", "-n", NAMESPACE, show=True)
         status = self.get("helmreleases.helm.toolkit.fluxcd.io", "postgres-orders", "-n", NAMESPACE)["status"]
         self.out.block(f"kubectl get helmrelease postgres-orders -n {NAMESPACE} -o yaml  # .status, as written",
                        yaml.safe_dump({"status": status}, sort_keys=False))
         self.kubectl("get", "configmaps,secrets,services", "-n", NAMESPACE, "-l", "!owner", show=True)
 
-    def helm_played(self) -> None:
-        self.out.heading("4. helm-controller's answer (played: `up --no-flux` runs no Flux)")
-        self.out.say("played: helm-controller marks postgres-orders Ready")
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.status("helmreleases.helm.toolkit.fluxcd.io", "postgres-orders", {
-            "observedGeneration": 1, "lastAttemptedRevision": "0.24.1",
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "InstallSucceeded", "lastTransitionTime": now,
-                 "message": "Helm install succeeded for release tenant-demo/postgres-orders.v1 with chart "
-                            "postgres@0.24.1"},
-                {"type": "Released", "status": "True", "reason": "InstallSucceeded", "lastTransitionTime": now,
-                 "message": "Helm install succeeded"}]})
+    def status_of(self, plural: str, name: str) -> str:
+        lines = self.kubectl("get", plural, name, "-n", NAMESPACE).splitlines()
+        return dict(zip(lines[0].split(), lines[1].split(), strict=False)).get("STATUS", "")
 
-    def tofu_plans(self) -> None:
-        self.out.heading("5. OpenTofu's real plan for each Tofu Application's variables")
-        tofu = build.ensure_tofu()
-        workspace = self.cluster.dir / "demo-tofu"
-        workspace.mkdir(exist_ok=True)
-        for name in ("vpc-network", "s3bucket-assets"):
-            terraform = self.get("terraforms.infra.contrib.fluxcd.io", name, "-n", NAMESPACE)
-            workdir = workspace / name
-            shutil.rmtree(workdir, ignore_errors=True)
-            tofurunner.prepare(terraform, workdir)
-            self.out.block(f"cat {tofurunner.VAR_FILE}  # spec.vars of terraform/{name}, as tofu-controller's "
-                           "runner writes them", json.dumps(json.loads((workdir / tofurunner.VAR_FILE).read_text()),
-                                                             indent=1))
-            self.out.block(f"tofu plan  # {tofurunner.module_dir(terraform).relative_to(SAMPLES.parents[1])}",
-                           tofurunner.plan(tofu, workdir))
-
-    def tofu_played(self) -> None:
-        self.out.heading("6. tofu-controller's answer (played: tofu-controller does not build here)")
-        self.out.say("played: tofu-controller plans s3bucket-assets and waits for approval")
-        self.out.say("played: tofu-controller applies vpc-network (approvePlan: auto)")
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        revision = "main@sha1:b8e362c206e3d0cbb7ed22ced771a0056455a2fb"
-        self.status("terraforms.infra.contrib.fluxcd.io", "s3bucket-assets", {
-            "observedGeneration": 1, "lastAttemptedRevision": revision, "lastPlannedRevision": revision,
-            "plan": {"pending": "plan-main-b8e362c206"},
-            "conditions": [
-                {"type": "Ready", "status": "Unknown", "reason": "TerraformPlannedWithChanges",
-                 "lastTransitionTime": now, "message": 'Plan generated: set approvePlan: "plan-main-b8e362c206" '
-                                                       "to approve this plan."},
-                {"type": "Plan", "status": "True", "reason": "TerraformPlannedWithChanges",
-                 "lastTransitionTime": now, "message": "Plan generated"}]})
-        self.status("terraforms.infra.contrib.fluxcd.io", "vpc-network", {
-            "observedGeneration": 1, "lastAttemptedRevision": revision, "lastAppliedRevision": revision,
-            "lastPlannedRevision": revision, "plan": {"lastApplied": "plan-main-b8e362c206"},
-            "availableOutputs": ["private_subnet_ids", "public_subnet_ids", "vpc_id"],
-            "conditions": [
-                {"type": "Ready", "status": "True", "reason": "TerraformOutputsWritten", "lastTransitionTime": now,
-                 "message": f"Outputs written: {revision}"},
-                {"type": "Apply", "status": "True", "reason": "TerraformAppliedSucceed", "lastTransitionTime": now,
-                 "message": "Applied successfully"}]})
-
-    def status(self, resource: str, name: str, status: dict[str, Any]) -> None:
-        self.kubectl("patch", resource, name, "-n", NAMESPACE, "--subresource=status", "--type=merge",
-                     "-p", json.dumps({"status": status}))
+    def tofu_auto(self) -> None:
+        self.out.heading("5. tofu-controller plans and applies the VPC (real tofu-controller v0.16.5, OpenTofu)")
+        self.wait("vpc/network to be Ready", lambda: self.status_of("vpcs", "network") == "Ready", timeout=300)
+        self.since_applied("vpc/network Ready")
+        status = self.get("terraforms.infra.contrib.fluxcd.io", "vpc-network", "-n", NAMESPACE)["status"]
+        self.out.block(f"kubectl get terraform vpc-network -n {NAMESPACE} -o yaml  # .status, as tofu-controller "
+                       "wrote it", yaml.safe_dump({"status": status}, sort_keys=False))
+        secret = self.get("secret", "network-outputs", "-n", NAMESPACE)
+        self.out.block(f"kubectl get secret network-outputs -n {NAMESPACE}  # keys only: values stay in the Secret",
+                       "\n".join(sorted(secret.get("data", {}))))
+        self.kubectl("get", "secrets", "-n", NAMESPACE, "-l", "tfstate=true", show=True)
 
     def tables(self) -> None:
-        self.out.heading("7. kubectl get: Helm kinds and Tofu kinds side by side (Tofu STATUS/PLAN played)")
+        self.out.heading("6. kubectl get: Helm kinds and Tofu kinds side by side")
         self.kubectl("get", "postgreses,redises", "-n", NAMESPACE, show=True)
         self.kubectl("get", "vpcs,s3buckets", "-n", NAMESPACE, show=True)
 
-    def approval(self) -> None:
-        self.out.heading("8. Plan approval for a manual Tofu kind (the pending plan id is played)")
+    def tofu_manual(self) -> None:
+        self.out.heading("7. Plan approval for a manual Tofu kind (the pending plan is tofu-controller's)")
+        self.wait("s3bucket/assets to await approval",
+                  lambda: self.status_of("s3buckets", "assets") == "AwaitingApproval", timeout=300)
+        self.kubectl("get", "s3buckets", "-n", NAMESPACE, show=True)
         bucket = self.get("s3bucket", "assets", "-n", NAMESPACE)
         conditions = bucket["status"].get("conditions", [])
         awaiting: dict[str, Any] = next((c for c in conditions if c["type"] == "AwaitingApproval"), {})
-        self.out.say(f"AwaitingApproval (from the played plan): {awaiting.get('message', '(none)')}")
+        self.out.say(f"AwaitingApproval: {awaiting.get('message', '(none)')}")
+        self.out.block(f"kubectl get s3bucket assets -n {NAMESPACE} -o jsonpath='{{.status.plan}}'",
+                       json.dumps(bucket["status"].get("plan"), indent=1))
+        plan_path = f"/apis/tofu.apps.cozystack.io/v1alpha1/namespaces/{NAMESPACE}/s3buckets/assets/plan"
+        self.kubectl("get", "--raw", plan_path, show=True)
+        pending = str(bucket["status"]["plan"]["pending"])
         wrong = self.cluster.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE,
-                                     "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3", check=False)
+                                     f"tofu.apps.cozystack.io/approve-plan={pending[:-2]}", check=False)
         self.out.block(f"kubectl annotate s3bucket assets -n {NAMESPACE} "
-                       "tofu.apps.cozystack.io/approve-plan=plan-main-b8e3",
-                       wrong.stderr or wrong.stdout)
-        self.kubectl("annotate", "s3bucket", "assets", "-n", NAMESPACE, "--overwrite",
-                     "tofu.apps.cozystack.io/approve-plan=plan-main-b8e362c206", show=True)
-        approved = self.get("terraforms.infra.contrib.fluxcd.io", "s3bucket-assets", "-n", NAMESPACE)
-        self.out.say(f"Terraform s3bucket-assets spec.approvePlan = {approved['spec'].get('approvePlan')!r}")
+                       f"tofu.apps.cozystack.io/approve-plan={pending[:-2]}", wrong.stderr or wrong.stdout)
+        printed = awaiting["message"].split("approve it with: ", 1)[1]
+        for command in printed.split(" && "):
+            self.kubectl(*command.split()[1:], show=True)
+        self.wait("s3bucket/assets to be applied", lambda: self.status_of("s3buckets", "assets") == "Ready",
+                  timeout=300)
         self.kubectl("get", "s3buckets", "-n", NAMESPACE, show=True)
+
+    def tofu_delete(self) -> None:
+        self.out.heading("8. Deleting a Tofu Application runs the destroy (destroyResourcesOnDeletion: true)")
+        self.kubectl("delete", "vpc", "network", "-n", NAMESPACE, "--wait=false", show=True)
+        self.wait("vpc/network to show Deleting", lambda: self.status_of("vpcs", "network") in ("Deleting", ""),
+                  timeout=60)
+        self.kubectl("get", "vpcs", "-n", NAMESPACE, show=True)
+        self.kubectl("wait", "--for=delete", "vpc/network", "-n", NAMESPACE, "--timeout=300s", show=True)
+        self.kubectl("get", "vpcs,terraforms.infra.contrib.fluxcd.io", "-n", NAMESPACE, show=True)
 
     def run(self) -> None:
         self.definitions()
         self.applications()
         self.generated()
         self.controllers()
-        self.tables()
-        self.approval()
         self.out.heading("Done")
         self.out.say(f"Everything is still running: export KUBECONFIG={self.cluster.kubeconfig} and try "
                      f"`kubectl get postgreses,vpcs -n {NAMESPACE}`; `nox -s down` stops it.")

@@ -1,16 +1,28 @@
-"""Run the real source-controller and helm-controller as local processes against the local control plane.
+"""Run the real source-controller, helm-controller and tofu-controller as local processes.
 
-Both are the pinned releases built by :func:`build.ensure_flux`. Each runs under its own
+All three are the pinned releases built by :func:`build.ensure_flux`. Each runs under its own
 client-certificate identity bound to a ClusterRole that grants what it needs here (in a Flux install
 helm-controller is cluster-admin; here it may only manage the kinds the sample charts create). Every
 listener is on a free 127.0.0.1 port: source-controller serves its artifact storage there and
-advertises that address in ``status.artifact.url``, which is where helm-controller downloads charts.
-Leader election is off: one replica each.
+advertises that address in ``status.artifact.url``, which is where helm-controller downloads charts
+and tofu-controller downloads modules. Leader election is off: one replica each.
+
+tofu-controller runs its runner in-process (``INSECURE_LOCAL_RUNNER=1``, its own mode for running
+outside a cluster): no runner pod, ``tofu`` from the local build first on its PATH. That runner
+listens on the fixed address localhost:30000, and tofu-controller v0.16.5 ignores a failure to
+listen there, so a second local cluster's tofu-controller would silently talk to the first one's
+runner: :func:`start` refuses to start one while the port is taken. OpenTofu keeps each instance's
+state in a Secret through the kubernetes backend; outside a pod that backend cannot use
+``inClusterConfig``, so the local copies of the Tofu definitions point ``backendConfig.configPath`` at
+the kubeconfig of the ``agl:tf-runner`` identity that :func:`state_kubeconfig` writes
+(:mod:`localcluster.samples`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from . import build, chartrepo, pki
+from . import bucketserver, build, chartrepo, gitserver, ociregistry, pki
 from .build import log
 from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
@@ -26,7 +38,7 @@ from .processes import Process
 #: The namespace of the HelmRepository that points at :mod:`chartrepo` (cozystack keeps its sources there).
 SOURCES_NAMESPACE = "cozy-system"
 HELM_REPOSITORY = "agl-charts"
-SAMPLE_SOURCES = Path(__file__).resolve().parents[2] / "samples" / "sources"
+CHART_SOURCES = Path(__file__).resolve().parents[2] / "samples" / "sources" / "charts.yaml"
 
 _FLUX_SOURCES = "source.toolkit.fluxcd.io"
 _SOURCE_KINDS = ["buckets", "gitrepositories", "helmcharts", "helmrepositories", "ocirepositories",
@@ -48,6 +60,28 @@ RULES: dict[str, list[dict[str, Any]]] = {
          "resources": [f"{kind}/{sub}" for kind in _SOURCE_KINDS for sub in ("status", "finalizers")],
          "verbs": ["get", "update", "patch"]},
     ],
+    "tofu-controller": [
+        *_EVENTS,
+        {"apiGroups": ["infra.contrib.fluxcd.io"], "resources": ["terraforms"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["infra.contrib.fluxcd.io"], "resources": ["terraforms/status", "terraforms/finalizers"],
+         "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [_FLUX_SOURCES], "resources": ["buckets", "gitrepositories", "ocirepositories"],
+         "verbs": ["get", "list", "watch"]},
+        # The in-process runner acts with the controller's identity: it writes the outputs Secrets, the
+        # stored plans, the runner TLS Secrets, and reads varsFrom.
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts", "namespaces"], "verbs": ["get", "list", "watch"]},
+    ],
+    # OpenTofu's kubernetes state backend as the runner pod's service account would use it: state
+    # Secrets and their lock Leases in the instance's namespace.
+    "tf-runner": [
+        {"apiGroups": [""], "resources": ["secrets"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    ],
     "helm-controller": [
         *_EVENTS,
         {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"],
@@ -68,13 +102,27 @@ RULES: dict[str, list[dict[str, Any]]] = {
 }
 
 
+#: On the one object whose status nothing real writes here (cozystack's artifact publisher does not run).
+STAND_IN_ANNOTATION = "localcluster.agl.local/played-by"
+STAND_IN_NOTE = "localcluster: status played in place of cozystack's artifact publisher, which does not run here"
+#: Where tofu-controller's in-process runner listens; fixed by tofu-controller v0.16.5.
+LOCAL_RUNNER_PORT = 30000
+#: The namespace tofu-controller keeps its runner TLS Secret in (``RUNTIME_NAMESPACE``).
+TOFU_RUNTIME_NAMESPACE = "flux-system"
+
+
 @dataclass(frozen=True)
 class Controllers:
     chart_repository: str
     storage: str
 
 
-def identity(cluster: Cluster, name: str) -> Path:
+def state_kubeconfig(cluster: Cluster) -> Path:
+    """The kubeconfig OpenTofu's kubernetes backend uses here (``backendConfig.configPath``)."""
+    return identity(cluster, "tf-runner", prefix="tofu")
+
+
+def identity(cluster: Cluster, name: str, prefix: str = "flux") -> Path:
     """A kubeconfig for ``agl:<name>`` bound to its ClusterRole (created or updated here)."""
     user = f"agl:{name}"
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -86,11 +134,12 @@ def identity(cluster: Cluster, name: str) -> Path:
     cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": [role, binding]}))
     ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
-    pair = pki.issue(ca, cluster.pki_dir, f"flux-{name}", user)
-    return cluster.write_kubeconfig(cluster.dir / f"flux-{name}.kubeconfig", user, pair, cluster.server)
+    pair = pki.issue(ca, cluster.pki_dir, f"{prefix}-{name}", user)
+    return cluster.write_kubeconfig(cluster.dir / f"{prefix}-{name}.kubeconfig", user, pair, cluster.server)
 
 
-def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str], port: int) -> None:
+def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str], port: int,
+                      env: dict[str, str] | None = None) -> None:
     """Start one controller (unless it runs) with every listener on loopback; ``port`` is recorded."""
     process = Process(cluster, name)
     if process.running() is not None:
@@ -102,19 +151,58 @@ def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str
     process.spawn([str(binary), "--enable-leader-election=false", f"--metrics-addr=127.0.0.1:{free_port()}",
                    f"--health-addr=127.0.0.1:{health}", "--events-addr=", *extra],
                   port=port, ready_url=f"http://127.0.0.1:{health}/readyz", cwd=workdir,
-                  env={"KUBECONFIG": str(kubeconfig), "HOME": str(workdir), "TMPDIR": str(workdir)},
+                  env={"KUBECONFIG": str(kubeconfig), "HOME": str(workdir), "TMPDIR": str(workdir), **(env or {})},
                   timeout=120)
     log(f"started {name} ({binary.name}), log {process.log_file}")
 
 
+def _port_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_tofu_controller(cluster: Cluster, binary: Path) -> None:
+    """Start tofu-controller with its runner in-process and the pinned ``tofu`` first on its PATH."""
+    if Process(cluster, "tofu-controller").running() is not None:
+        return
+    if _port_taken(LOCAL_RUNNER_PORT):
+        raise ClusterError(
+            f"127.0.0.1:{LOCAL_RUNNER_PORT} is taken, most likely by the tofu-controller of another local cluster "
+            "(its in-process runner always listens there, and a second one would use the first one's runner): "
+            "stop that cluster first (python -m localcluster --name NAME down)")
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TOFU_RUNTIME_NAMESPACE}}))
+    tofu = build.ensure_tofu()
+    state_kubeconfig(cluster)
+    # tofu-controller looks up ``terraform`` first, then ``tofu``: only the directory with ``tofu`` leads.
+    path = os.pathsep.join([str(tofu.parent / "current"), "/usr/bin", "/bin"])
+    workdir = cluster.dir / "tofu-controller"
+    workdir.mkdir(exist_ok=True)
+    cli_config = workdir / "tofurc"
+    cli_config.write_text(_OFFLINE_PROVIDERS)
+    _start_controller(cluster, "tofu-controller", binary, ["--allow-cross-namespace-refs", "--concurrent=4"],
+                      port=LOCAL_RUNNER_PORT,
+                      env={"INSECURE_LOCAL_RUNNER": "1", "RUNTIME_NAMESPACE": TOFU_RUNTIME_NAMESPACE, "PATH": path,
+                           "TF_CLI_CONFIG_FILE": str(cli_config)})
+
+
+#: OpenTofu CLI configuration of the local runner: no provider may be downloaded (nothing but the
+#: package registries is reachable from these machines), so the sample modules use only built-ins.
+_OFFLINE_PROVIDERS = 'provider_installation {\n  direct {\n    exclude = ["*/*/*"]\n  }\n}\n'
+
+
 def apply_sources(cluster: Cluster, url: str) -> None:
-    """Apply the sample sources with the repository URL of this run, then publish their ExternalArtifacts."""
+    """Apply the sample chart sources with the repository URL of this run, then publish their ExternalArtifacts.
+
+    The module sources (``modules.yaml`` and the other source files) belong to the servers that serve
+    them (:mod:`gitserver`, ...), which apply them with their own URLs.
+    """
     cluster.kubectl("apply", "-f", "-", input=json.dumps(
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SOURCES_NAMESPACE}}))
-    for path in sorted(SAMPLE_SOURCES.glob("*.yaml")):
-        text = path.read_text().replace("http://127.0.0.1:8879/", url)
-        cluster.kubectl("apply", "-f", "-", input=text)
-    for doc in (d for path in sorted(SAMPLE_SOURCES.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text())):
+    text = CHART_SOURCES.read_text().replace(chartrepo.PLACEHOLDER_URL, url)
+    cluster.kubectl("apply", "-f", "-", input=text)
+    for doc in yaml.safe_load_all(text):
         if doc and doc["kind"] == "ExternalArtifact":
             publish_external_artifact(cluster, doc["metadata"]["name"], doc["metadata"]["namespace"],
                                       doc["spec"]["sourceRef"])
@@ -122,7 +210,8 @@ def apply_sources(cluster: Cluster, url: str) -> None:
 
 def publish_external_artifact(cluster: Cluster, name: str, namespace: str, source: dict[str, str],
                               timeout: float = 180) -> None:
-    """Play cozystack's artifact publisher: copy the Ready source's artifact into the ExternalArtifact's status."""
+    """Stand in for cozystack's artifact publisher: copy the Ready source's artifact into the ExternalArtifact's
+    status, and annotate the object with :data:`STAND_IN_ANNOTATION` so whoever reads it knows."""
     resource = f"{source['kind'].lower()}s.{_FLUX_SOURCES}"
     deadline = time.monotonic() + timeout
     while True:
@@ -137,11 +226,15 @@ def publish_external_artifact(cluster: Cluster, name: str, namespace: str, sourc
         time.sleep(1)
     artifact = status["artifact"]
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # The one status still played in the local stack: say so on the object itself.
+    cluster.kubectl("annotate", f"externalartifacts.{_FLUX_SOURCES}", name, "-n", namespace, "--overwrite",
+                    f"{STAND_IN_ANNOTATION}={STAND_IN_NOTE}")
     cluster.kubectl("patch", f"externalartifacts.{_FLUX_SOURCES}", name, "-n", namespace, "--subresource=status",
                     "--type=merge", "-p", json.dumps({"status": {"artifact": artifact, "conditions": [
                         {"type": "Ready", "status": "True", "reason": "Succeeded", "lastTransitionTime": now,
                          "observedGeneration": 1,
-                         "message": f"published {artifact['revision']} of {source['kind']}/{source['name']}"}]}}))
+                         "message": f"played by localcluster (stand-in for cozystack's artifact publisher): "
+                                    f"published {artifact['revision']} of {source['kind']}/{source['name']}"}]}}))
 
 
 def start(cluster: Cluster) -> Controllers:
@@ -149,6 +242,9 @@ def start(cluster: Cluster) -> Controllers:
     binaries = build.ensure_flux()
     try:
         repository = chartrepo.start(cluster)
+        modules = gitserver.start(cluster)
+        registry = ociregistry.start(cluster)
+        bucket = bucketserver.start(cluster)
         running = Process(cluster, "source-controller").running()
         storage = f"127.0.0.1:{running.port if running else free_port()}"
         artifacts = cluster.dir / "source-controller" / "artifacts"
@@ -160,7 +256,11 @@ def start(cluster: Cluster) -> Controllers:
         # that is off by default in helm-controller v1.6.2.
         _start_controller(cluster, "helm-controller", binaries.helm_controller,
                           ["--feature-gates=ExternalArtifact=true"], port=0)
+        start_tofu_controller(cluster, binaries.tofu_controller)
         apply_sources(cluster, repository.url)
+        gitserver.apply_sources(cluster, modules)
+        ociregistry.apply_sources(cluster, registry)
+        bucketserver.apply_sources(cluster, bucket)
     except BaseException:
         stop(cluster)
         raise
@@ -168,6 +268,9 @@ def start(cluster: Cluster) -> Controllers:
 
 
 def stop(cluster: Cluster) -> None:
-    for name in ("helm-controller", "source-controller"):
+    for name in ("tofu-controller", "helm-controller", "source-controller"):
         Process(cluster, name).stop()
     chartrepo.stop(cluster)
+    gitserver.stop(cluster)
+    ociregistry.stop(cluster)
+    bucketserver.stop(cluster)

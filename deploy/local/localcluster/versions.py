@@ -27,6 +27,11 @@ SOURCE_CONTROLLER_RAISES = {"github.com/fluxcd/pkg/artifact": "v0.20.0"}
 #: OpenTofu, the oracle of the Tofu stack's variables (``tofu plan``/``apply`` on the sample modules);
 #: the newest 1.10.x release the module proxy serves.
 OPENTOFU = "v1.10.10"
+#: tofu-controller, run as a local process by ``up`` and the flux tier. Its main module is served by
+#: the module proxy; its nested modules ``/api`` and ``/tfctl`` are not (at any version), so they come
+#: from a directory (see :func:`build.tofu_controller_modules`). v0.16.5 is the release whose
+#: Terraform CRD the stack emits against (``TERRAFORM_CRD``).
+TOFU_CONTROLLER = "v0.16.5"
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ HELMRELEASE_CRD = UpstreamCRD(
 )
 TERRAFORM_CRD = UpstreamCRD(
     module="github.com/flux-iac/tofu-controller",
-    version="v0.16.5",
+    version=TOFU_CONTROLLER,
     path="config/crd/bases/infra.contrib.fluxcd.io_terraforms.yaml",
     sha256="8562f1a62ab932dd34e84baa0a5163da92751cf9fabaf25d60308df500d97fe4",
 )
@@ -66,3 +71,15 @@ SOURCE_CRDS = tuple(
     )
 )
 UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD, *SOURCE_CRDS)
+
+#: The OCI registry (CNCF distribution) that serves OCIRepository sources locally (:mod:`ociregistry`).
+#: The module proxy serves v3.0.0, v3.1.1 and v3.1.2 of ``github.com/distribution/distribution/v3``;
+#: v3.1.2 is the newest, its go.mod asks for Go 1.26.0 (which is installed) and has no ``replace``
+#: directives, so ``cmd/registry`` builds from the proxy as it is.
+DISTRIBUTION = "v3.1.2"
+
+#: The S3-compatible server behind the local ``Bucket`` source (:mod:`bucketserver`): gofakes3's
+#: ``cmd/gofakes3``, v1.2.0 being the newest tag the module proxy serves (v1.0.0, v1.1.0, v1.2.0).
+#: Chosen over moto's server because moto needs botocore, which pins python-dateutil<3 while the
+#: ``kubernetes`` client of the test extra needs >=3: both cannot be in one environment.
+GOFAKES3 = "v1.2.0"
