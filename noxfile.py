@@ -8,6 +8,7 @@
 - ``nox -s e2e``    kind-based end-to-end tier (skips where Docker/kind are missing)
 - ``nox -s docs``   regenerate docs/hybrid-path.md (the hybrid-path evidence, SPEC §9)
 - ``nox -s fuzz``   the differential tier's long profile (thousands of sequences) and schemathesis on both services
+- ``nox -s lock``   regenerate requirements.lock, the image's runtime dependencies pinned with hashes
 """
 
 from __future__ import annotations
@@ -140,3 +141,13 @@ def docs(session: nox.Session) -> None:
     """Regenerate docs/hybrid-path.md from the code (a unit test fails while it is stale)."""
     session.install("-e", ".[test]")
     session.run("python", "-m", "docs.hybridpath")
+
+
+@nox.session(python="3.11")
+def lock(session: nox.Session) -> None:
+    """Regenerate requirements.lock: pyproject.toml's runtime dependencies (not the extras) and everything they pull
+    in, resolved for the image (Python 3.11, linux x86_64) with the sha256 of every file; the Dockerfile installs it
+    with --require-hashes.  Pins already in the lock are kept; ``nox -s lock -- --upgrade`` moves them."""
+    session.install("uv==0.13.9")
+    session.run("uv", "pip", "compile", "pyproject.toml", "--generate-hashes", "--python-version", "3.11",
+                "--python-platform", "x86_64-unknown-linux-gnu", "--output-file", "requirements.lock", *session.posargs)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from shared.service import runtime
-
-from .app import COMPONENT, wiring
+from shared import lazy_imports
 
 DESCRIPTION = ("Serve apps.cozystack.io kinds from ApplicationDefinitions, backed by Flux HelmReleases, "
                "and roll definition changes out to existing releases.")
 
 
 def main(argv: list[str] | None = None) -> None:
+    # First, before anything imports kubernetes_asyncio (the runtime, the app and kopf do): see shared.lazy_imports.
+    lazy_imports.install()
+    from shared.service import runtime
+
+    from .app import COMPONENT, wiring
+
     runtime.main(DESCRIPTION, COMPONENT, wiring, argv=argv)
 
 

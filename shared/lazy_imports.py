@@ -12,6 +12,10 @@ working, only later.  It is written by hand because no library makes a third-par
 (``importlib.util.LazyLoader`` loads the whole package as soon as a submodule is imported, and
 lazy-loader libraries need the package itself to opt in).  A package whose ``__init__`` does more
 than re-export names is loaded as usual.
+
+A process opts in: importing this module (or ``shared``) installs nothing.  Each service's entry
+point (``python -m helm_agl``, ``python -m tofu_agl``) calls :func:`install` before it imports the
+runtime, its app or kopf, since a package imported before the call is loaded as usual.
 """
 
 from __future__ import annotations

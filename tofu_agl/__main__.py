@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from shared.service import runtime
-
-from .app import COMPONENT, arguments, wiring
+from shared import lazy_imports
 
 DESCRIPTION = ("Serve tofu.apps.cozystack.io (or --group) kinds from TofuApplicationDefinitions, backed by "
                "tofu-controller Terraforms, and roll definition changes out to existing instances.")
 
 
 def main(argv: list[str] | None = None) -> None:
+    # First, before anything imports kubernetes_asyncio (the runtime, the app and kopf do): see shared.lazy_imports.
+    lazy_imports.install()
+    from shared.service import runtime
+
+    from .app import COMPONENT, arguments, wiring
+
     runtime.main(DESCRIPTION, COMPONENT, wiring, extra_arguments=arguments, argv=argv)
 
 

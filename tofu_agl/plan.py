@@ -34,7 +34,7 @@ from typing import Any
 
 from shared.bodies import JSON
 
-from .generate.definition import SENSITIVE
+from .variables import SENSITIVE
 
 #: The read-only subresource of every Tofu kind that serves the readable plan.
 SUBRESOURCE = "plan"

@@ -36,6 +36,9 @@ VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 SNAKE_CASE = "snake_case"
 VERBATIM = "verbatim"
 NAMINGS = (SNAKE_CASE, VERBATIM)
+#: Schema extension marking a top-level property whose variable is ``sensitive`` in the module:
+#: ``tofu_agl.generate`` writes it into a definition, the plan preview redacts the values it marks.
+SENSITIVE = "x-cozystack-sensitive"
 
 _ACRONYM_BOUNDARY = re.compile(r"([A-Z]+)([A-Z][a-z])")
 _WORD_BOUNDARY = re.compile(r"([a-z0-9])([A-Z])")

@@ -18,11 +18,11 @@ from shared.schema.defaults import apply_defaults
 from shared.schema.validation import schema_error, validate
 from tofu_agl.definition import TofuApplicationDefinition, acceptance
 from tofu_agl.generate.__main__ import main, plural_of
-from tofu_agl.generate.definition import SENSITIVE, SENSITIVE_OUTPUTS
+from tofu_agl.generate.definition import SENSITIVE_OUTPUTS
 from tofu_agl.generate.hcl import parse_expression, read_module
 from tofu_agl.generate.types import Naming, camel_case, type_schema
 from tofu_agl.generate.validation import translate
-from tofu_agl.variables import marshal_vars
+from tofu_agl.variables import SENSITIVE, marshal_vars
 
 MODULES = Path(__file__).resolve().parents[1] / "data" / "modules"
 

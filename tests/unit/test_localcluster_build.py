@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
 from localcluster import build, versions
 
@@ -65,3 +68,44 @@ def test_flux_and_tofu_pins_match_the_crds_they_install() -> None:
     assert versions.HELMRELEASE_CRD.version == versions.HELM_CONTROLLER
     assert {crd.version for crd in versions.SOURCE_CRDS} == {versions.SOURCE_CONTROLLER}
     assert versions.OPENTOFU.startswith("v1.10.")
+
+
+def _nested_modules(root: Path) -> Path:
+    """A directory shaped like the owner's copy of tofu-controller's nested modules, with its SHA256SUMS."""
+    for nested in build.TOFU_CONTROLLER_NESTED:
+        (root / nested).mkdir(parents=True)
+        (root / nested / "go.mod").write_text(f"module github.com/flux-iac/tofu-controller/{nested}\n")
+    lines = [f"{hashlib.sha256((root / n / 'go.mod').read_bytes()).hexdigest()}  {n}/go.mod"
+             for n in build.TOFU_CONTROLLER_NESTED]
+    (root / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_tofu_controller_modules_come_from_the_override_checked(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    modules = _nested_modules(tmp_path / "modules")
+    monkeypatch.setenv("AGL_TOFU_CONTROLLER_MODULES", str(modules))
+    replaces, origin = build.tofu_controller_modules()
+    assert replaces == {f"github.com/flux-iac/tofu-controller/{n}": str((modules / n).resolve())
+                        for n in build.TOFU_CONTROLLER_NESTED}
+    assert "AGL_TOFU_CONTROLLER_MODULES" in origin and str(modules) in origin
+    (modules / "api" / "go.mod").write_text("module changed\n")
+    with pytest.raises(build.BuildError, match="does not match"):
+        build.tofu_controller_modules()
+
+
+def test_an_override_without_the_modules_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGL_TOFU_CONTROLLER_MODULES", str(tmp_path))
+    with pytest.raises(build.BuildError, match=r"holds no api/go\.mod"):
+        build.tofu_controller_modules()
+
+
+def test_without_a_copy_the_proxy_is_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGL_TOFU_CONTROLLER_MODULES", raising=False)
+    monkeypatch.setattr(build, "TOFU_CONTROLLER_MODULES_DEFAULT", tmp_path / "absent")
+    assert build.tofu_controller_modules() == ({}, "nested modules from the Go module proxy")
+
+
+def test_the_wrapper_module_replaces_by_path() -> None:
+    assert build._replacement("github.com/flux-iac/tofu-controller/api", "/abs/api") == "/abs/api"
+    assert build._replacement("x.io/m", "v1.2.3") == "x.io/m v1.2.3"

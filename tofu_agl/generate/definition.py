@@ -18,11 +18,10 @@ from typing import Any
 from tofu_agl.generate.hcl import Module, Variable
 from tofu_agl.generate.types import Naming, set_default, type_schema
 from tofu_agl.generate.validation import translate
+from tofu_agl.variables import SENSITIVE
 
 JSON = dict[str, Any]
 
-#: Schema extension marking a property whose variable is ``sensitive`` in the module.
-SENSITIVE = "x-cozystack-sensitive"
 #: Annotation of the outputs Secret listing (comma-separated) the module's sensitive outputs.
 SENSITIVE_OUTPUTS = "tofu.apps.cozystack.io/sensitive-outputs"
 
