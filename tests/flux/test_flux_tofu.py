@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
-from localcluster import bucketserver, flux, gitserver, samples, services
+from localcluster import bucketserver, flux, samples, services
 from localcluster.cluster import Cluster
 
+from tests.flux import tofu
 from tests.kube import FIXTURES, ROOT, get_json, kubectl, load_fixture, wait_for
 
 GROUP = "tofu.apps.cozystack.io"
@@ -54,12 +55,7 @@ def edge_definition() -> dict[str, Any]:
 def tofu_kinds(control_plane: Cluster, tofu_service: services.Running,
                flux_controllers: flux.Controllers) -> Iterator[Cluster]:
     cluster = control_plane
-    server = gitserver.start(cluster)
-    gitserver.publish(server.root, "edge-cases", FLUX_FIXTURES / "modules" / "edge-cases")
-    kubectl(cluster, "apply", "-f", "-", input=json.dumps({
-        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-        "metadata": {"name": "edge-cases", "namespace": flux.SOURCES_NAMESPACE},
-        "spec": {"url": gitserver.url_of(server, "edge-cases"), "interval": "10m", "ref": {"branch": "main"}}}))
+    tofu.serve_module(cluster, "edge-cases", FLUX_FIXTURES / "modules" / "edge-cases")
     kubectl(cluster, "create", "namespace", NS, check=False)
     state = flux.state_kubeconfig(cluster)
     for definition in (load_fixture("vpc.yaml"), load_fixture("bucket.yaml"), edge_definition(),

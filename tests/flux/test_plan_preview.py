@@ -29,12 +29,13 @@ from typing import Any
 
 import pytest
 import yaml
-from localcluster import flux, gitserver, services
+from localcluster import flux, services
 from localcluster.cluster import Cluster
 
+from tests.flux import tofu
 from tests.kube import ROOT, get_json, kubectl, load_fixture, wait_for
 
-GROUP = "tofu.apps.cozystack.io"
+GROUP = tofu.GROUP
 VERSION = "v1alpha1"
 NS = "tenant-preview"
 TF = "terraforms.infra.contrib.fluxcd.io"
@@ -44,8 +45,7 @@ REPOSITORY = "sites"
 #: tofu-controller's workspace when the Terraform names none (the kinds here name none).
 WORKSPACE = "default"
 PASSWORD = "s3cret-pw-42"
-#: How long the real controllers may take for one plan or apply on two busy cores.
-SLOW = 240
+SLOW = tofu.SLOW
 #: What the first plan of an instance with the default variables does: everything is created.
 FIRST_PLAN: dict[str, Any] = {
     "add": 4, "change": 0, "destroy": 0,
@@ -95,23 +95,10 @@ def as_front_proxy(cluster: Cluster, port: int, path: str, user: str) -> tuple[i
         return exc.code, json.loads(exc.read())
 
 
-def definition(kind: str, backend: dict[str, Any]) -> dict[str, Any]:
+def definition(cluster: Cluster, kind: str) -> dict[str, Any]:
     plural, readable = KINDS[kind]
-    return {
-        "apiVersion": "cozystack.io/v1alpha1",
-        "kind": "TofuApplicationDefinition",
-        "metadata": {"name": kind.lower()},
-        "spec": {
-            "application": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                            "openAPISchema": json.dumps(SCHEMA)},
-            "release": {"prefix": f"{kind.lower()}-", "labels": {}},
-            "terraform": {
-                "sourceRef": {"kind": "GitRepository", "name": REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
-                "path": ".", "interval": "10m", "retryInterval": "15s", "approvePlan": "manual",
-                "variableNaming": "verbatim", "storeReadablePlan": readable, "backendConfig": backend,
-            },
-        },
-    }
+    return tofu.definition(cluster, kind, plural, SCHEMA, REPOSITORY, approvePlan="manual",
+                           variableNaming="verbatim", storeReadablePlan=readable)
 
 
 def apply_app(cluster: Cluster, kind: str, name: str, spec: dict[str, Any]) -> None:
@@ -126,15 +113,11 @@ def terraform(cluster: Cluster, name: str) -> dict[str, Any]:
 
 
 def row(cluster: Cluster, plural: str, name: str) -> dict[str, str]:
-    """The Application's Table row as kubectl prints it, by column name."""
-    lines = kubectl(cluster, "get", plural, name, "-n", NS).stdout.splitlines()
-    return dict(zip(lines[0].split(), lines[1].split(), strict=False))
+    return tofu.row(cluster, plural, name, NS)
 
 
 def wait_status(cluster: Cluster, plural: str, name: str, status: str) -> dict[str, str]:
-    result: dict[str, str] = wait_for(lambda: (r := row(cluster, plural, name)).get("STATUS") == status and r,
-                                      f"{plural}/{name} STATUS {status}", timeout=SLOW, interval=1)
-    return result
+    return tofu.wait_status(cluster, plural, name, NS, status)
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -199,22 +182,11 @@ def resources_in_state(cluster: Cluster, tf_name: str) -> list[str]:
 def cluster(control_plane: Cluster, tofu_service: services.Running,
             flux_controllers: flux.Controllers) -> Iterator[Cluster]:
     """The module served as git repository ``sites``, its GitRepository Ready, both preview kinds served."""
-    gitserver.publish(gitserver.repositories_root(control_plane), REPOSITORY, MODULE)
-    server = gitserver.start(control_plane)
-    kubectl(control_plane, "apply", "-f", "-", input=json.dumps({
-        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-        "metadata": {"name": REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
-        "spec": {"url": gitserver.url_of(server, REPOSITORY), "interval": "10m", "ref": {"branch": "main"}}}))
-    kubectl(control_plane, "wait", "--for=condition=Ready", f"gitrepositories.source.toolkit.fluxcd.io/{REPOSITORY}",
-            "-n", flux.SOURCES_NAMESPACE, "--timeout=120s")
+    tofu.serve_module(control_plane, REPOSITORY, MODULE)
     kubectl(control_plane, "create", "namespace", NS, check=False)
-    # Outside a pod OpenTofu's kubernetes backend needs a kubeconfig; tofu_agl sets each instance's secretSuffix.
-    backend = {"inClusterConfig": False, "configPath": str(flux.state_kubeconfig(control_plane))}
     for kind in KINDS:
-        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition(kind, backend)))
-    wait_for(lambda: all(plural in kubectl(control_plane, "api-resources", f"--api-group={GROUP}",
-                                           "--cached=false", check=False).stdout
-                         for plural, _ in KINDS.values()), "the preview kinds served", timeout=60)
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition(control_plane, kind)))
+    tofu.served(control_plane, *(plural for plural, _ in KINDS.values()))
     yield control_plane
     # While tofu-controller still runs, so that it lets go of the Terraforms (no destroy: not asked for).
     # The local control plane has no namespace controller: the namespace itself is only marked for deletion.

@@ -27,17 +27,17 @@ import pytest
 from localcluster import flux, gitserver, services
 from localcluster.cluster import Cluster
 
+from tests.flux import tofu
 from tests.kube import ROOT, Api, get_json, kubectl, wait_for
 from tests.recorded import record_or_check_terraform
 
-GROUP = "tofu.apps.cozystack.io"
+GROUP = tofu.GROUP
+SLOW = tofu.SLOW
 NS = "tenant-lifecycle"
 TF = "terraforms.infra.contrib.fluxcd.io"
 MODULE = ROOT / "tests" / "data" / "modules" / "lifecycle"
 REPOSITORY = "lifecycle"
 APPROVE = f"{GROUP}/approve-plan"
-#: How long the real controllers may take for one plan and apply on two busy cores.
-SLOW = 240
 
 SCHEMA = {
     "type": "object",
@@ -51,33 +51,14 @@ SCHEMA = {
 }
 
 
-def definition(kind: str, plural: str, approve: str, **terraform: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "cozystack.io/v1alpha1",
-        "kind": "TofuApplicationDefinition",
-        "metadata": {"name": plural},
-        "spec": {
-            "application": {"kind": kind, "plural": plural, "singular": kind.lower(),
-                            "openAPISchema": json.dumps(SCHEMA)},
-            "release": {"prefix": f"{kind.lower()}-", "labels": {}},
-            "terraform": {
-                "sourceRef": {"kind": "GitRepository", "name": REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
-                "path": ".",
-                "interval": "10m",
-                "retryInterval": "15s",
-                "approvePlan": approve,
-                "destroyResourcesOnDeletion": True,
-                "writeOutputsToSecret": {"name": "{{ .name }}-outputs",
-                                         "outputs": ["instance_id", "received", "from_config",
-                                                     "from_secret_length"]},
-                "varsFrom": [{"kind": "ConfigMap", "name": "lifecycle-config", "optional": True},
-                             {"kind": "Secret", "name": "lifecycle-secret", "optional": True}],
-                "variableNaming": "snake_case",
-                "storeReadablePlan": "human",
-                **terraform,
-            },
-        },
-    }
+def lifecycle_definition(cluster: Cluster, kind: str, plural: str, approve: str, **terraform: Any) -> dict[str, Any]:
+    return tofu.definition(
+        cluster, kind, plural, SCHEMA, REPOSITORY, approvePlan=approve, destroyResourcesOnDeletion=True,
+        writeOutputsToSecret={"name": "{{ .name }}-outputs",
+                              "outputs": ["instance_id", "received", "from_config", "from_secret_length"]},
+        varsFrom=[{"kind": "ConfigMap", "name": "lifecycle-config", "optional": True},
+                  {"kind": "Secret", "name": "lifecycle-secret", "optional": True}],
+        variableNaming="snake_case", storeReadablePlan="human", **terraform)
 
 
 def application(kind: str, name: str, spec: dict[str, Any], annotations: dict[str, str] | None = None
@@ -94,22 +75,12 @@ def stack(control_plane: Cluster, tofu_service: services.Running,
           flux_controllers: flux.Controllers) -> Iterator[Cluster]:
     """The module's repository served, its GitRepository Ready, both kinds Accepted and served."""
     cluster = control_plane
-    gitserver.publish(gitserver.repositories_root(cluster), REPOSITORY, MODULE)
-    server = gitserver.start(cluster)
+    tofu.serve_module(cluster, REPOSITORY, MODULE)
     kubectl(cluster, "create", "namespace", NS, check=False)
-    kubectl(cluster, "apply", "-f", "-", input=json.dumps({
-        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-        "metadata": {"name": REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
-        "spec": {"url": gitserver.url_of(server, REPOSITORY), "interval": "10m", "ref": {"branch": "main"}}}))
-    kubectl(cluster, "wait", "--for=condition=Ready", f"gitrepositories.source.toolkit.fluxcd.io/{REPOSITORY}",
-            "-n", flux.SOURCES_NAMESPACE, "--timeout=120s")
-    backend = {"inClusterConfig": False, "configPath": str(flux.state_kubeconfig(cluster))}
-    for defn in (definition("Widget", "widgets", "auto", backendConfig=backend, allowServiceAccountOverride=True),
-                 definition("Gadget", "gadgets", "manual", backendConfig=backend)):
+    for defn in (lifecycle_definition(cluster, "Widget", "widgets", "auto", allowServiceAccountOverride=True),
+                 lifecycle_definition(cluster, "Gadget", "gadgets", "manual")):
         kubectl(cluster, "apply", "-f", "-", input=json.dumps(defn))
-    wait_for(lambda: {"widgets", "gadgets"} <= set(kubectl(
-        cluster, "api-resources", f"--api-group={GROUP}", "--cached=false", "-o", "name", check=False
-    ).stdout.replace(f".{GROUP}", "").split()), "the widget and gadget kinds", timeout=90)
+    tofu.served(cluster, "widgets", "gadgets")
     yield cluster
 
 
@@ -124,15 +95,11 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def row(cluster: Cluster, plural: str, name: str) -> dict[str, str]:
-    """The Application's Table row as kubectl prints it, by column name."""
-    lines = kubectl(cluster, "get", plural, name, "-n", NS).stdout.splitlines()
-    return dict(zip(lines[0].split(), lines[1].split(), strict=False))
+    return tofu.row(cluster, plural, name, NS)
 
 
-def wait_status(cluster: Cluster, plural: str, name: str, status: str, timeout: float = SLOW) -> dict[str, str]:
-    result: dict[str, str] = wait_for(lambda: (r := row(cluster, plural, name)).get("STATUS") == status and r,
-                                      f"{plural}/{name} STATUS {status}", timeout=timeout, interval=1)
-    return result
+def wait_status(cluster: Cluster, plural: str, name: str, status: str) -> dict[str, str]:
+    return tofu.wait_status(cluster, plural, name, NS, status)
 
 
 def outputs(cluster: Cluster, name: str) -> dict[str, str]:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build
+from . import build, moduletree
 from .build import log
 from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
@@ -41,8 +40,6 @@ SAMPLE_OBJECTS = {"s3-bucket-module": SAMPLE_MODULES / "s3-bucket-module"}
 SOURCES_NAMESPACE = "cozy-system"
 PROCESS_NAME = "bucket-server"
 
-_EXCLUDED_NAMES = (".git", ".terraform", ".terraform.lock.hcl")
-_EXCLUDED_SUFFIXES = (".tfstate", ".tfstate.backup")
 
 
 @dataclass(frozen=True)
@@ -90,16 +87,6 @@ def put_object(server: BucketServer, bucket: str, key: str, data: bytes) -> str:
     return md5.hexdigest()
 
 
-def _files(directory: Path) -> list[Path]:
-    found: list[Path] = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in _EXCLUDED_NAMES and not (Path(root) / d).is_symlink())
-        found += [Path(root) / f for f in files
-                  if f not in _EXCLUDED_NAMES and not f.endswith(_EXCLUDED_SUFFIXES)
-                  and (Path(root) / f).is_file() and not (Path(root) / f).is_symlink()]
-    return sorted(found, key=lambda p: p.relative_to(directory).as_posix())
-
-
 def upload_directory(server: BucketServer, bucket: str, directory: Path, prefix: str = "") -> dict[str, str]:
     """Upload every file under ``directory`` as ``prefix + relative path``; returns key -> ETag."""
     if not directory.is_dir():
@@ -107,7 +94,7 @@ def upload_directory(server: BucketServer, bucket: str, directory: Path, prefix:
     base = prefix.strip("/") + "/" if prefix.strip("/") else ""
     return {base + path.relative_to(directory).as_posix():
             put_object(server, bucket, base + path.relative_to(directory).as_posix(), path.read_bytes())
-            for path in _files(directory)}
+            for path in moduletree.entries(directory)}
 
 
 def start(cluster: Cluster) -> BucketServer:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fnmatch
 import io
 import json
 import os
@@ -36,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO
 
+from . import moduletree
 from .build import log
 from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
@@ -70,7 +70,6 @@ PUBLISH_MESSAGE = "Publish module tree\n"
 COMMIT_MESSAGE = "New module revision\n"
 
 #: Names left out of a published tree: tofu's working state, and any repository metadata.
-EXCLUDED = (".git", ".terraform", ".terraform.lock.hcl", "*.tfstate*")
 
 #: Largest request body accepted (after decompression); upload-pack requests of these small
 #: repositories are a few kilobytes.
@@ -115,10 +114,6 @@ def _git(repo: Path, *args: str, input: bytes | None = None, check: bool = True)
     return result.stdout.decode().strip()
 
 
-def _excluded(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in EXCLUDED)
-
-
 def _hash_blobs(repo: Path, files: list[Path]) -> list[str]:
     """Write the files' contents as blobs, as they are on disk (``--no-filters``: no eol or attribute filters)."""
     if not files:
@@ -131,7 +126,7 @@ def _hash_blobs(repo: Path, files: list[Path]) -> list[str]:
 
 
 def _write_tree(repo: Path, directory: Path) -> str | None:
-    """Write ``directory`` (minus :data:`EXCLUDED`) as a tree object; ``None`` if nothing is left in it.
+    """Write ``directory`` (minus :data:`moduletree.EXCLUDED`) as a tree object; ``None`` if nothing is left in it.
 
     Only a file's content and whether its owner may execute it are recorded (modes 100755/100644),
     symlinks as links; empty directories cannot be represented in git and are skipped.
@@ -139,7 +134,7 @@ def _write_tree(repo: Path, directory: Path) -> str | None:
     entries: list[str] = []
     files: list[tuple[str, str, Path]] = []
     for child in sorted(directory.iterdir()):
-        if _excluded(child.name):
+        if moduletree.excluded(child.name):
             continue
         mode = child.lstat().st_mode
         if stat.S_ISLNK(mode):
@@ -233,7 +228,7 @@ def commit(root: Path, name: str, source: Path, message: str = COMMIT_MESSAGE) -
 def publish_samples(root: Path, modules: Path = SAMPLE_MODULES) -> dict[str, str]:
     """Publish every directory of ``modules`` as the repository of the same name; name -> commit SHA."""
     return {child.name: publish(root, child.name, child)
-            for child in sorted(modules.iterdir()) if child.is_dir() and not _excluded(child.name)}
+            for child in sorted(modules.iterdir()) if child.is_dir() and not moduletree.excluded(child.name)}
 
 
 # ---------------------------------------------------------------------------------------------- server

@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import secrets
 import stat
 import tarfile
@@ -33,7 +32,7 @@ from pathlib import Path
 import oras.provider
 import yaml
 
-from . import build
+from . import build, moduletree
 from .build import log
 from .cluster import Cluster, ClusterError, free_port
 from .processes import Process
@@ -58,9 +57,6 @@ SAMPLE_TAGS = ("0.1.0", "latest")
 SOURCES_NAMESPACE = "cozy-system"
 PROCESS_NAME = "oci-registry"
 
-#: Names left out of a pushed tree: tofu's working state and repository metadata.
-_EXCLUDED_NAMES = (".git", ".terraform", ".terraform.lock.hcl")
-_EXCLUDED_SUFFIXES = (".tfstate", ".tfstate.backup")
 
 
 @dataclass(frozen=True)
@@ -82,19 +78,9 @@ class Registry:
 # ------------------------------------------------------------------------------------------ content
 
 
-def _excluded(name: str) -> bool:
-    return name in _EXCLUDED_NAMES or name.endswith(_EXCLUDED_SUFFIXES)
-
-
 def _entries(directory: Path) -> list[Path]:
-    """Every directory and regular file under ``directory`` (symlinks and excluded names left out), sorted."""
-    found: list[Path] = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not _excluded(d) and not (Path(root) / d).is_symlink())
-        found += [Path(root) / d for d in dirs]
-        found += [Path(root) / f for f in files if not _excluded(f) and (Path(root) / f).is_file()
-                  and not (Path(root) / f).is_symlink()]
-    return sorted(found, key=lambda p: p.relative_to(directory).as_posix())
+    """Every directory and regular file under ``directory`` that is published, sorted."""
+    return moduletree.entries(directory, with_directories=True)
 
 
 def tarball(directory: Path) -> bytes:
