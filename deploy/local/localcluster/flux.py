@@ -238,7 +238,8 @@ def publish_external_artifact(cluster: Cluster, name: str, namespace: str, sourc
 
 
 def start(cluster: Cluster) -> Controllers:
-    """Build (or reuse) the controllers, serve the charts, start both controllers, apply the sources."""
+    """Build (or reuse) the controllers; serve the charts and the module sources (git, OCI, S3); start
+    source-controller, helm-controller and tofu-controller; apply the sources."""
     binaries = build.ensure_flux()
     try:
         repository = chartrepo.start(cluster)
