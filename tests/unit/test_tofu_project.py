@@ -79,6 +79,12 @@ def secret_name(tf: dict[str, Any]) -> str:
     return str(tf["spec"]["writeOutputsToSecret"]["name"])
 
 
+def nothing_awaits(ready: dict[str, Any]) -> dict[str, Any]:
+    """The AwaitingApproval condition shown while no plan is pending, dated by the recorded ``ready``."""
+    return {"type": "AwaitingApproval", "status": "False", "reason": "NoPendingPlan",
+            "message": "No plan is waiting for approval", "lastTransitionTime": ready["lastTransitionTime"]}
+
+
 def conditions(projected: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in projected["conditions"]}
 
@@ -124,13 +130,7 @@ def test_planning(reference: Loader) -> None:
     assert out["phase"] == "Planning"
     assert conds["Ready"] == shown_as(ready, "Ready")
     assert set(conds) == {"Ready", "AwaitingApproval"}  # no Planned/Applied yet, no Reconciling
-    assert conds["AwaitingApproval"] == {
-        "type": "AwaitingApproval",
-        "status": "False",
-        "reason": "NoPendingPlan",
-        "message": "No plan is waiting for approval",
-        "lastTransitionTime": ready["lastTransitionTime"],
-    }
+    assert conds["AwaitingApproval"] == nothing_awaits(ready)
     assert "version" not in out and "plan" not in out
     assert out["outputs"] == {"secretName": secret_name(tf), "names": []}
     assert project.table_cells(app_for(tf)) == [
@@ -223,13 +223,7 @@ def test_applied(reference: Loader) -> None:
     assert conds["Ready"] == shown_as(ready, "Ready")
     assert conds["Applied"] == shown_as(recorded_condition(tf, "Apply"), "Applied")
     assert conds["Planned"] == shown_as(recorded_condition(tf, "Plan"), "Planned")
-    assert conds["AwaitingApproval"] == {
-        "type": "AwaitingApproval",
-        "status": "False",
-        "reason": "NoPendingPlan",
-        "message": "No plan is waiting for approval",
-        "lastTransitionTime": ready["lastTransitionTime"],
-    }
+    assert conds["AwaitingApproval"] == nothing_awaits(ready)
     # tofu-controller's Output condition is not shown: outputs are status.outputs
     assert "Output" in recorded_types(tf) and "Output" not in conds
     assert set(conds) == {"Ready", "Applied", "Planned", "AwaitingApproval"}
