@@ -41,7 +41,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['duration_s'] / 60:.1f} min). The machine is shared with other work, so absolute times move;"
         " ratios much less.",
         "",
-        "Profiles before and after, what changed and why each goal is or is not met: [perf/README.md](perf/README.md).",
+        "Profiles before and after, what changed and why each goal is or is not met:",
+        "[design/perf/README.md](design/perf/README.md).",
         "",
     ]
     for stack in STACKS:
@@ -133,7 +134,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
 def write_report(results: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "benchmarks.json").write_text(json.dumps(spec_json(results), indent=1) + "\n")
-    (out / "perf").mkdir(exist_ok=True)
-    (out / "perf" / "bench-details.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "design" / "perf").mkdir(parents=True, exist_ok=True)
+    (out / "design" / "perf" / "bench-details.json").write_text(json.dumps(results, indent=1) + "\n")
     (out / "benchmarks.md").write_text(markdown(results))
     plot(results, out / "benchmarks-scale.png")

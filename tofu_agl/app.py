@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from shared.admission.cluster import ClusterAdmission
 from shared.api.names import dns1123_subdomain_error
 from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
-from shared.server.admission import ClusterAdmission
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import TofuApplicationDefinition

@@ -1,4 +1,4 @@
-"""Generate ``docs/hybrid-path.md``, the hybrid-path evidence of SPEC §9, from the code.
+"""Generate ``docs/design/hybrid-path.md``, the hybrid-path evidence of SPEC §9, from the code.
 
 Run from the repository root: ``python -m docs.hybridpath`` (or ``nox -s docs``).  Every number in the
 document is measured and every function it names is resolved by import, so the document cannot drift

@@ -1,4 +1,4 @@
-"""``python -m docs.hybridpath``: write ``docs/hybrid-path.md``."""
+"""``python -m docs.hybridpath``: write ``docs/design/hybrid-path.md``."""
 
 from __future__ import annotations
 

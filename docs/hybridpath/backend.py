@@ -6,7 +6,7 @@ stack's *real* functions to it: :class:`HelmBackend` and :class:`TofuBackend` ho
 logic.  ``mypy --strict`` (run by ``nox -s tests``) then checks structurally that each stack satisfies
 the Protocol; a change to a stack's function that the interface cannot express fails type checking.
 Neither stack imports this module, so the two packages stay independent (the Draft 1 shape), and
-``docs/hybrid-path.md`` is generated from these classes (section c).
+``docs/design/hybrid-path.md`` is generated from these classes (section c).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from docs.hybridpath.stacks import (
 )
 from shared.api.rest import Column
 
-OUTPUT = ROOT / "docs" / "hybrid-path.md"
+OUTPUT = ROOT / "docs" / "design" / "hybrid-path.md"
 SAMPLES = ROOT / "deploy" / "samples" / "definitions"
 #: What the proposal's deck estimated for Draft 1, and the parts it named (seed 000, "Draft 1 — Trade-offs":
 #: REST, reconciler, dynamic-type registration).

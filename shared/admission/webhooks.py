@@ -2,7 +2,7 @@
 dispatchers decide, over plain data.
 
 The I/O is not here: :data:`Transport` posts one AdmissionReview and returns the answer (the server
-side is :mod:`shared.server.webhooks`), so the rules below are unit-tested with a fake transport and
+side is :mod:`shared.admission.callouts`), so the rules below are unit-tested with a fake transport and
 checked against kube-apiserver on a CRD in ``tests/integration/test_webhooks.py``.
 
 * :func:`compile_configuration` turns a Mutating/ValidatingWebhookConfiguration into its

@@ -25,8 +25,8 @@ from shared.server.auth import Authenticator, AuthorizerLike, Gate
 from shared.server.body import MAX_BODY_BYTES
 from shared.server.catalog import Catalog
 from shared.server.documents import Documents
+from shared.server.metrics import Metrics
 from shared.server.routes import Limits, Readiness, Routes
-from shared.service.metrics import Metrics
 
 __all__ = ["ApiServer", "Authenticator", "AuthorizerLike", "Readiness"]
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from shared.api import errors
 from shared.api.rest import User
 from shared.security.authz import Attributes, NonResourceAttributes
-from shared.service.metrics import Metrics
+from shared.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from shared.admission.cluster import add_warning
 from shared.api import errors
 from shared.bodies import JSON
 from shared.schema.pruning import prune_unknown, unknown_fields
-from shared.server.admission import add_warning
 from shared.server.call import Call
 
 

@@ -5,7 +5,7 @@ place that turns that into what kube-apiserver would answer, so no handler rende
 
 Every request is counted (``apiserver_request_*`` metrics), but like kube-apiserver, which logs a request
 only at a higher verbosity or when it is slow, a service does not log every request by default: the
-line costs more CPU than the projection of a get (docs/perf/README.md, round 8).  The request log is its
+line costs more CPU than the projection of a get (docs/design/perf/README.md, round 8).  The request log is its
 own logger, :data:`REQUEST_LOGGER`: a failed (5xx) or slow request is a warning; every other request is
 at info, which the services show with ``--log-requests``; health probes are at debug.
 """
@@ -22,8 +22,8 @@ from aiohttp.typedefs import Handler, Middleware
 
 from shared.api import errors
 from shared.server.body import MAX_BODY_BYTES
+from shared.server.metrics import Metrics
 from shared.server.responses import method_not_allowed, not_found, status_response
-from shared.service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 #: The request log's logger; ``--log-requests`` lowers its level to info.

@@ -25,10 +25,10 @@ from shared.server.body import MAX_BODY_BYTES, Body
 from shared.server.call import Call
 from shared.server.catalog import Catalog
 from shared.server.documents import Documents
+from shared.server.metrics import Metrics
 from shared.server.middleware import REQUEST_LOG, middleware
 from shared.server.requestinfo import DiscoveryRequest, RequestInfo, resolve
 from shared.server.responses import json_response, method_not_allowed, not_found
-from shared.service.metrics import Metrics
 
 Readiness = Callable[[], "bool | Awaitable[bool]"]
 

@@ -20,7 +20,7 @@ from shared.api import errors, table
 from shared.api.rest import ListOptions, RequestContext, Storage
 from shared.bodies import JSON, dumps
 from shared.server.call import Call
-from shared.service.metrics import Metrics
+from shared.server.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

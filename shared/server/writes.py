@@ -8,7 +8,7 @@ Every create, update and patch is recorded in ``metadata.managedFields`` by
 :class:`shared.api.fieldmanager.FieldManager`, on the defaulted view of the object, so ownership is
 what a custom resource with the same schema records; an apply that conflicts is the 409 kube gives.
 Duplicate and unknown fields are handled per ``fieldValidation`` (:mod:`shared.server.fieldvalidation`).
-The storage admits every write (:mod:`shared.server.admission`); the warnings of its policies and
+The storage admits every write (:mod:`shared.admission.cluster`); the warnings of its policies and
 webhooks are sent back here as ``Warning`` headers.
 """
 
@@ -22,12 +22,12 @@ from typing import Any, TypeVar, cast
 
 from aiohttp import web
 
+from shared.admission.cluster import collect_warnings, warning_header
 from shared.api import errors
 from shared.api import patch as patching
 from shared.api.fieldmanager import FieldManager
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
-from shared.server.admission import collect_warnings, warning_header
 from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
 from shared.server.fieldvalidation import known_fields, typed_config

@@ -19,7 +19,7 @@ from localcluster.cluster import free_port
 from shared.api.errors import ApiError
 from shared.client import latency
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer
+from shared.client.informer import Informer, Tuning
 from shared.client.kube import GVR, ObjectClient, api_client
 
 pytestmark = pytest.mark.integration
@@ -146,7 +146,7 @@ async def test_watch_from_too_old_rv_yields_410_error_event(api: kclient.ApiClie
 async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: str) -> None:
     oc = ObjectClient(api, TERRAFORMS)
     name = f"kube-shared-inf-{run}"
-    informer = Informer(oc, label_selector=f"{SUITE_LABEL}=kube-shared-{run}", watch_timeout=30)
+    informer = Informer(oc, label_selector=f"{SUITE_LABEL}=kube-shared-{run}", tuning=Tuning(watch_timeout=30))
     informer.start()
     try:
         async with asyncio.timeout(10):

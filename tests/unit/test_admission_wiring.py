@@ -7,9 +7,9 @@ import json
 from typing import Any
 
 from shared.admission import AdmissionRequest, compile_schema, validate_with_schema_causes
+from shared.admission.cluster import collect_warnings, warning_header
 from shared.api import errors
 from shared.api.rest import RequestContext, ResourceInfo, User, WriteOptions
-from shared.server.admission import collect_warnings, warning_header
 from shared.service.acceptance import spec_rules, spec_schema_problem
 
 SCHEMA: dict[str, Any] = {

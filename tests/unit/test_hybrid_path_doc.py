@@ -1,4 +1,4 @@
-"""docs/hybrid-path.md is generated: the committed file must equal what the generator writes now.
+"""docs/design/hybrid-path.md is generated: the committed file must equal what the generator writes now.
 
 The document quotes measured sizes and likeness and names real functions, so any change to helm_agl,
 tofu_agl or shared/ can make it stale; this test is what keeps it true.
@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT = ROOT / "docs" / "hybrid-path.md"
+DOCUMENT = ROOT / "docs" / "design" / "hybrid-path.md"
 
 
 def _fresh(name: str) -> ModuleType:
@@ -37,7 +37,7 @@ def rendered() -> str:
 def test_document_is_up_to_date(rendered: str) -> None:
     committed = DOCUMENT.read_text() if DOCUMENT.exists() else ""
     assert rendered == committed, (
-        "docs/hybrid-path.md is stale: regenerate it with `python -m docs.hybridpath` (or `nox -s docs`) "
+        "docs/design/hybrid-path.md is stale: regenerate it with `python -m docs.hybridpath` (or `nox -s docs`) "
         "and commit the result"
     )
 

@@ -15,7 +15,7 @@ import pytest
 
 from shared.api.errors import ApiError
 from shared.bodies import JSON
-from shared.client.informer import Informer, Subscription
+from shared.client.informer import Informer, Subscription, Tuning
 
 
 class FakeKube:
@@ -102,7 +102,7 @@ class FakeKube:
 async def _informer(kube: FakeKube, **kw: Any) -> Informer:
     kw.setdefault("backoff_initial", 0.01)
     kw.setdefault("backoff_max", 0.05)
-    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, name="things", **kw)
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, name="things", tuning=Tuning(**kw))
     inf.start()
     async with asyncio.timeout(2):
         await inf.wait_synced()
@@ -422,7 +422,7 @@ async def test_subscribe_before_sync_waits_and_stop_ends_streams() -> None:
     kube = FakeKube()
     kube.put("a", "1")
     kube.down = True
-    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, backoff_initial=0.01, backoff_max=0.02)
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, tuning=Tuning(backoff_initial=0.01, backoff_max=0.02))
     inf.start()
     try:
         sub = inf.subscribe(None)

@@ -15,7 +15,7 @@ import pytest
 
 from shared.api.errors import ApiError
 from shared.client.fence import ReadFence
-from shared.client.informer import Informer
+from shared.client.informer import Informer, Tuning
 from tests.unit.test_informer_snapshot import Source, cached_list, names, running
 
 FENCE_KEY = ("fences", "read-fence.thing")
@@ -46,7 +46,7 @@ def source() -> FencedSource:
 @pytest.fixture
 async def informer(source: FencedSource) -> AsyncIterator[Informer]:
     async with running(Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
-                                fence=ReadFence(FENCE_KEY, source.write_fence), catch_up=0.2,
+                                fence=ReadFence(FENCE_KEY, source.write_fence), tuning=Tuning(catch_up=0.2),
                                 name="things")) as started:
         yield started
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from shared.bodies import JSON, loads
-from shared.client.informer import Informer, pack, without_managed_fields
+from shared.client.informer import Informer, Tuning, pack, without_managed_fields
 
 
 class Source:
@@ -67,7 +67,8 @@ async def running(informer: Informer) -> AsyncIterator[Informer]:
 async def informer(source: Source) -> AsyncIterator[Informer]:
     """Synced on ``source``, stopped after the test."""
     async with running(Informer(list_fn=source.list_fn, watch_fn=source.watch_fn, probe_fn=source.probe_fn,
-                                transform=without_managed_fields, catch_up=0.2, name="things")) as started:
+                                transform=without_managed_fields, tuning=Tuning(catch_up=0.2),
+                                name="things")) as started:
         yield started
 
 

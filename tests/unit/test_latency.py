@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.client.latency import resource_of
-from shared.service.metrics import Metrics
+from shared.server.metrics import Metrics
 from tests.kube import metric_samples
 
 

@@ -2,7 +2,7 @@
 
 :class:`ClusterAdmission` is what each storage is given: mutating webhooks first (its ``mutate``,
 before the storage's own defaulting and validation), then -- once the object passed them -- the
-ValidatingAdmissionPolicies and the validating webhooks (:mod:`shared.server.webhooks`), in
+ValidatingAdmissionPolicies and the validating webhooks (:mod:`shared.admission.callouts`), in
 kube-apiserver's order (a policy's denial means no webhook is called).
 
 ValidatingAdmissionPolicies:
@@ -27,13 +27,13 @@ from contextvars import ContextVar
 from kubernetes_asyncio import client as kclient
 
 from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_policy, may_apply
+from shared.admission.callouts import NAMESPACES, WebhookAdmission
 from shared.admission.matching import label_selector
 from shared.admission.webhooks import Outcome
 from shared.api import errors, selectors
 from shared.bodies import JSON
 from shared.client.kube import GVR, ObjectClient, request_json
 from shared.client.liveset import LiveSet
-from shared.server.webhooks import NAMESPACES, WebhookAdmission
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,91 @@
+"""The current objects of one cache and the revision they are current at (client-go's ``Store``).
+
+Readers that need the cache to have reached a revision wait on it here: the store is the one place
+that knows when its revision moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from .packing import Key, Packed
+
+
+class Entry(NamedTuple):
+    """One current object of the cache: its resourceVersion and its packed form."""
+
+    rv: int
+    packed: Packed
+
+
+class Cached(NamedTuple):
+    """One object of an :meth:`Informer.entries` answer, still packed: a reader that keeps
+    something derived from it can tell by ``rv`` whether that is still current without decoding it."""
+
+    key: Key
+    rv: int
+    packed: Packed
+
+
+class Store:
+    """Objects by key, and the last resourceVersion seen (from a list, an event or a bookmark)."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Key, Entry] = {}
+        self.rv = ""
+        self.rv_int = 0
+        #: Set (and replaced) whenever the revision advances; readers wait on it.
+        self._advanced = asyncio.Event()
+
+    # ------------------------------------------------------------------ objects
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._objects
+
+    def objects(self) -> Mapping[Key, Entry]:
+        """The objects by key, read-only (a relist compares them with its answer)."""
+        return self._objects
+
+    def put(self, key: Key, entry: Entry) -> None:
+        self._objects[key] = entry
+
+    def remove(self, key: Key) -> None:
+        self._objects.pop(key, None)
+
+    def replace(self, objects: dict[Key, Entry]) -> None:
+        """Hold exactly ``objects`` (a relist's answer)."""
+        self._objects = objects
+
+    def snapshot(self) -> list[Entry]:
+        """Every object, ordered by resourceVersion (the order a replay of them must keep)."""
+        return sorted(self._objects.values())
+
+    def cached(self, namespace: str | None = None) -> list[Cached]:
+        """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them."""
+        return [Cached(key, entry.rv, entry.packed) for key, entry in sorted(self._objects.items())
+                if not namespace or key[0] == namespace]
+
+    # ------------------------------------------------------------------ revision
+
+    def advance(self, rv_text: str, rv: int) -> None:
+        """The cache is now current at ``rv``: wake whoever waits for it."""
+        self.rv, self.rv_int = rv_text, rv
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    async def reached(self, rv: int, wait: float) -> bool:
+        """Whether the store reaches ``rv`` within ``wait`` seconds."""
+        if self.rv_int >= rv:
+            return True
+        try:
+            async with asyncio.timeout(wait):
+                while self.rv_int < rv:
+                    await self._advanced.wait()
+        except TimeoutError:
+            return False
+        return True
