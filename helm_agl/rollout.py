@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api.durations import go_duration
+from shared.api.patch import merge_diff
+from shared.api.rollout import guarded_patch, release_label_patch
 from shared.bodies import JSON
 
 from .build import chart_ref, timeouts, values_from
@@ -37,29 +39,9 @@ def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> tuple
     if not is_application(backing, defn.kind, GROUP):
         return None, []
     meta = backing.get("metadata") or {}
-    spec_patch = _spec_patch(defn, backing.get("spec") or {})
-    have_labels = meta.get("labels") or {}
-    # The identity labels and the users' own (prefixed) labels are not the definition's to set: build()
-    # writes them after release.labels on create, and a rollout must not overwrite them either.
-    reserved = {KIND_LABEL, GROUP_LABEL, NAME_LABEL}
-    label_patch = {
-        k: v
-        for k, v in defn.release_labels.items()
-        if k not in reserved and not k.startswith(LABEL_PREFIX) and have_labels.get(k) != v
-    }
-    if not spec_patch and not label_patch:
-        return None, []
-    patch: JSON = {}
-    meta_patch: JSON = {}
-    if meta.get("resourceVersion"):
-        meta_patch["resourceVersion"] = meta["resourceVersion"]
-    if label_patch:
-        meta_patch["labels"] = label_patch
-    if meta_patch:
-        patch["metadata"] = meta_patch
-    if spec_patch:
-        patch["spec"] = spec_patch
-    return patch, []
+    label_patch = release_label_patch(defn.release_labels, meta.get("labels") or {},
+                                      reserved=(KIND_LABEL, GROUP_LABEL, NAME_LABEL), user_prefix=LABEL_PREFIX)
+    return guarded_patch(meta, _spec_patch(defn, backing.get("spec") or {}), label_patch), []
 
 
 def _spec_patch(defn: HelmDefinitionView, spec: Mapping[str, Any]) -> JSON:
@@ -67,10 +49,7 @@ def _spec_patch(defn: HelmDefinitionView, spec: Mapping[str, Any]) -> JSON:
     want_ref = chart_ref(defn)
     have_ref = spec.get("chartRef")
     if not isinstance(have_ref, dict) or any(have_ref.get(k) != want_ref.get(k) for k in CHART_IDENTITY):
-        ref_patch: JSON = dict(want_ref)
-        for stale in have_ref if isinstance(have_ref, dict) else {}:
-            ref_patch.setdefault(stale, None)
-        spec_patch["chartRef"] = ref_patch
+        spec_patch["chartRef"] = merge_diff(have_ref, want_ref)
     if spec.get("chart") is not None:
         spec_patch["chart"] = None
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import json_merge_patch  # type: ignore[import-untyped]
-
+from shared.api.patch import merge_diff
+from shared.api.rollout import guarded_patch, release_label_patch
 from shared.bodies import JSON
 
 from . import approval
@@ -76,28 +76,12 @@ def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> tuple
     for field in ROLLOUT_FIELDS:
         want, have = desired.get(field), live_spec.get(field)
         if _effective(field, want) != _effective(field, have):
-            spec_patch[field] = None if want is None else json_merge_patch.create_patch(have, want)
+            spec_patch[field] = None if want is None else merge_diff(have, want)
     pinned = [f for f in PINNED_FIELDS if _effective(f, desired.get(f)) != _effective(f, live_spec.get(f))]
 
-    reserved = {KIND_LABEL, GROUP_LABEL, NAME_LABEL}
-    label_patch = {
-        k: v
-        for k, v in defn.release_labels.items()
-        if k not in reserved and not k.startswith(LABEL_PREFIX) and labels.get(k) != v
-    }
-    if not spec_patch and not label_patch:
-        return None, pinned
-    meta_patch: JSON = {}
-    if meta.get("resourceVersion"):
-        meta_patch["resourceVersion"] = meta["resourceVersion"]
-    if label_patch:
-        meta_patch["labels"] = label_patch
-    patch: JSON = {}
-    if meta_patch:
-        patch["metadata"] = meta_patch
-    if spec_patch:
-        patch["spec"] = spec_patch
-    return patch, pinned
+    label_patch = release_label_patch(defn.release_labels, labels,
+                                      reserved=(KIND_LABEL, GROUP_LABEL, NAME_LABEL), user_prefix=LABEL_PREFIX)
+    return guarded_patch(meta, spec_patch, label_patch), pinned
 
 
 def not_rolled_out(defn: TofuDefinitionView, backing: Mapping[str, Any], fields: list[str]) -> JSON:

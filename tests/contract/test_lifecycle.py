@@ -9,6 +9,9 @@ from typing import Any
 from tests.contract.stack import KIND, PREFIX, Contract, Stack, served
 from tests.kube import wait_for
 
+#: The label that names the Application on its backing object (the same key on both stacks).
+IDENTITY_LABEL = "apps.cozystack.io/application.name"
+
 # ------------------------------------------------------------------------- Events
 
 
@@ -83,7 +86,9 @@ def test_definition_change_rolls_out_to_existing_instances(contract: Contract, s
     before = {n: contract.backing_named(b) for n, b in backing_of.items()}
 
     changed, carries_change = stack.rollout(defn)
-    changed["spec"]["release"]["labels"] = {"contract.example/origin": "definition-v2", "contract.example/new": "yes"}
+    # The identity label is reserved: a definition that names it changes nothing of it, on either stack.
+    changed["spec"]["release"]["labels"] = {"contract.example/origin": "definition-v2", "contract.example/new": "yes",
+                                            IDENTITY_LABEL: "someone-else"}
     contract.kubectl_input("apply", "-f", "-", body=json.dumps(changed))
     for name, backing in backing_of.items():
         wait_for(lambda b=backing: carries_change(contract.backing_named(b)), f"rollout to {backing}")
@@ -92,6 +97,7 @@ def test_definition_change_rolls_out_to_existing_instances(contract: Contract, s
         assert labels["contract.example/origin"] == "definition-v2" and labels["contract.example/new"] == "yes"
         # The user's own labels and spec are not the definition's to change.
         assert labels["apps.cozystack.io-team"] == "a"
+        assert labels[IDENTITY_LABEL] == name, labels
         assert stack.written_spec(after) == stack.written_spec(before[name])
     event = wait_for(lambda: next((e for e in contract.events_of("contractrollout") if e["reason"] == "RolledOut"
                                    and "2" in e["message"]), None), "RolledOut event on the definition")

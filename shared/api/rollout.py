@@ -1,0 +1,45 @@
+"""What both stacks' rollouts share: the labels a definition may set on existing backing objects, and
+the guarded merge patch that carries a rollout's changes.
+
+A rollout is a merge patch (:func:`shared.api.patch.merge_diff` computes its spec part) that names the
+backing object's ``resourceVersion``, so it fails with 409 if the object changed since it was read and
+the caller re-reads and recomputes.  Labels are where the two stacks drifted apart once (one protected
+the identity labels on rollout, the other did not), so the rule is written here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from shared.bodies import JSON
+
+
+def release_label_patch(release_labels: Mapping[str, str], have: Mapping[str, Any], *,
+                        reserved: Collection[str], user_prefix: str) -> JSON:
+    """The definition's release labels that differ on the backing object, never the reserved ones.
+
+    The identity labels (``reserved``) and the users' own labels (``user_prefix``) are not the
+    definition's to set: build writes them after the release labels on create, and a rollout must
+    not overwrite them either.  Other labels on the object are left alone.
+    """
+    return {
+        key: value for key, value in release_labels.items()
+        if key not in reserved and not key.startswith(user_prefix) and have.get(key) != value
+    }
+
+
+def guarded_patch(metadata: Mapping[str, Any], spec_patch: JSON, label_patch: JSON) -> JSON | None:
+    """The rollout's merge patch, with the object's resourceVersion as its precondition; None when
+    there is nothing to change."""
+    if not spec_patch and not label_patch:
+        return None
+    meta_patch: JSON = {}
+    if metadata.get("resourceVersion"):
+        meta_patch["resourceVersion"] = metadata["resourceVersion"]
+    if label_patch:
+        meta_patch["labels"] = label_patch
+    patch: JSON = {"metadata": meta_patch} if meta_patch else {}
+    if spec_patch:
+        patch["spec"] = spec_patch
+    return patch
