@@ -35,8 +35,13 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .svc.component }}
 {{- end -}}
 
+{{/* repository@digest when a digest is given (it wins over the tag), else repository:tag. */}}
 {{- define "agl.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -78,15 +83,50 @@ every template renders both from one definition. Templates read it with
       "args" (list "--group" .Values.tofuAgl.group)
       "values" .Values.tofuAgl) -}}
 {{- end -}}
+{{- $mode := .Values.tls.mode -}}
+{{- range $svc := $out -}}
+{{- $tls := $svc.values.tls -}}
+{{- if eq $mode "existingSecret" -}}
+{{- if not $tls.secretName -}}
+{{- fail (printf "tls.mode existingSecret needs %s.tls.secretName (the Secret with tls.crt and tls.key)" $svc.key) -}}
+{{- end -}}
+{{- $_ := set $svc "tlsSecret" $tls.secretName -}}
+{{- else -}}
+{{- if and (eq $mode "values") (not (and $tls.caBundle $tls.cert $tls.key)) -}}
+{{- fail (printf "tls.mode values needs %s.tls.caBundle, .cert and .key (PEM)" $svc.key) -}}
+{{- end -}}
+{{- $_ := set $svc "tlsSecret" (printf "%s-tls" $svc.name) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.tofuAgl.enabled (eq .Values.tofuAgl.group "apps.cozystack.io") -}}
 {{- fail "tofuAgl.group must differ from apps.cozystack.io, the group helm-agl serves (here or in another release)" -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
 
-{{/* The Secret holding a service's serving certificate (tls.crt, tls.key, ca.crt). */}}
+{{/* The Secret holding a service's serving certificate (tls.crt, tls.key, ca.crt): the chart's own
+<service>-tls, or the one named in values (tls.mode existingSecret). */}}
 {{- define "agl.tlsSecret" -}}
-{{- printf "%s-tls" .name -}}
+{{- .tlsSecret -}}
+{{- end -}}
+
+{{/*
+The certificate material the chart itself writes into the service's Secret, as YAML with ca.crt, tls.crt,
+tls.key: taken from values (tls.mode values) or generated (tls.mode generate). The other modes render no Secret.
+Call with (dict "root" $ "svc" $svc).
+*/}}
+{{- define "agl.chartTLS" -}}
+{{- if eq .root.Values.tls.mode "values" -}}
+{{- $tls := .svc.values.tls -}}
+{{- toYaml (dict "ca.crt" $tls.caBundle "tls.crt" $tls.cert "tls.key" $tls.key) -}}
+{{- else -}}
+{{- include "agl.generatedTLS" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the chart writes the service's Secret itself ("true" or ""). */}}
+{{- define "agl.chartWritesTLS" -}}
+{{- if has .Values.tls.mode (list "values" "generate") -}}true{{- end -}}
 {{- end -}}
 
 {{/* DNS names kube-apiserver may use to reach a service. Call with (dict "root" $ "svc" $svc). */}}

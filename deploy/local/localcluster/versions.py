@@ -71,6 +71,14 @@ SOURCE_CRDS = tuple(
     )
 )
 UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD, *SOURCE_CRDS)
+#: prometheus-operator's ServiceMonitor CRD (monitoring.coreos.com/v1), the schema the chart's optional
+#: ServiceMonitor is checked against by the integration tier; not installed by default.
+SERVICEMONITOR_CRD = UpstreamCRD(
+    module="github.com/prometheus-operator/prometheus-operator",
+    version="v0.85.0",
+    path="example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+    sha256="1dae27b7189b5ce7b9ab764656c18b4c75a45cde1e6f3af6a5e84c4317628919",
+)
 
 #: The OCI registry (CNCF distribution) that serves OCIRepository sources locally (:mod:`ociregistry`).
 #: The module proxy serves v3.0.0, v3.1.1 and v3.1.2 of ``github.com/distribution/distribution/v3``;
