@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 from cryptography import x509
-from localcluster import aggregation, build
+from localcluster import aggregation, build, crds, versions
 from localcluster.cluster import Cluster, free_port
 
 from tests.kube import ROOT, wait_for
@@ -98,8 +98,10 @@ def component(doc: Doc) -> str | None:
     return labels.get("app.kubernetes.io/component")
 
 
-def container(deployment: Doc) -> Doc:
-    containers: list[Doc] = deployment["spec"]["template"]["spec"]["containers"]
+def container(workload: Doc) -> Doc:
+    """The one container of a Deployment or a Pod."""
+    pod = workload["spec"] if workload["kind"] == "Pod" else workload["spec"]["template"]["spec"]
+    containers: list[Doc] = pod["containers"]
     assert len(containers) == 1
     return containers[0]
 
@@ -142,7 +144,10 @@ def tofu_rules(group: str) -> list[Doc]:
 
 
 def test_chart_lints_strictly(helm: Helm) -> None:
-    for sets in ((), ("helmAgl.enabled=false",), ("tofuAgl.enabled=false",), ("certManager.enabled=true",)):
+    for sets in ((), ("helmAgl.enabled=false",), ("tofuAgl.enabled=false",), ("tls.mode=generate",),
+                 ("tls.mode=existingSecret", "helmAgl.tls.secretName=h", "tofuAgl.tls.secretName=t"),
+                 ("serviceMonitor.enabled=true", "networkPolicy.enabled=true",
+                  "networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24")):
         flags = [arg for s in sets for arg in ("--set", s)]
         result = helm.run("lint", "--strict", str(CHART), *flags, check=False)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -152,25 +157,33 @@ def test_both_services_by_default(helm: Helm) -> None:
     docs = helm.template()
     assert names(docs, "Deployment") == {HELM_SVC, TOFU_SVC}
     assert names(docs, "Service") == {HELM_SVC, TOFU_SVC}
-    assert names(docs, "ServiceAccount") == {HELM_SVC, TOFU_SVC}
-    assert names(docs, "Secret") == {f"{HELM_SVC}-tls", f"{TOFU_SVC}-tls"}
+    assert names(docs, "ServiceAccount") == {HELM_SVC, TOFU_SVC, f"{HELM_SVC}-test", f"{TOFU_SVC}-test"}
+    assert not of_kind(docs, "Secret")  # cert-manager writes them (tls.mode certManager, the default)
+    assert names(docs, "Certificate") == {f"{HELM_SVC}-ca", f"{HELM_SVC}-serving", f"{TOFU_SVC}-ca",
+                                          f"{TOFU_SVC}-serving"}
+    assert names(docs, "PodDisruptionBudget") == {HELM_SVC, TOFU_SVC}
+    assert names(docs, "Pod") == {f"{HELM_SVC}-test", f"{TOFU_SVC}-test"}
     assert names(docs, "APIService") == {f"v1alpha1.{HELM_GROUP}", f"v1alpha1.{DEFAULT_TOFU_GROUP}"}
     assert names(docs, "CustomResourceDefinition") == {"applicationdefinitions.cozystack.io",
                                                        "tofuapplicationdefinitions.cozystack.io"}
     assert names(docs, "ClusterRole") == {HELM_SVC, f"{HELM_SVC}:edit", f"{HELM_SVC}:view",
-                                          f"{HELM_SVC}:aggregator-openapi", TOFU_SVC, f"{TOFU_SVC}:edit",
-                                          f"{TOFU_SVC}:view", f"{TOFU_SVC}:aggregator-openapi"}
+                                          f"{HELM_SVC}:aggregator-openapi", f"{HELM_SVC}:test", TOFU_SVC,
+                                          f"{TOFU_SVC}:edit", f"{TOFU_SVC}:view", f"{TOFU_SVC}:aggregator-openapi",
+                                          f"{TOFU_SVC}:test"}
     assert names(docs, "ClusterRoleBinding") == {HELM_SVC, f"{HELM_SVC}:auth-delegator",
-                                                 f"{HELM_SVC}:aggregator-openapi", TOFU_SVC,
-                                                 f"{TOFU_SVC}:auth-delegator", f"{TOFU_SVC}:aggregator-openapi"}
+                                                 f"{HELM_SVC}:aggregator-openapi", f"{HELM_SVC}:test", TOFU_SVC,
+                                                 f"{TOFU_SVC}:auth-delegator", f"{TOFU_SVC}:aggregator-openapi",
+                                                 f"{TOFU_SVC}:test"}
     assert names(docs, "RoleBinding") == {f"{NS}:{HELM_SVC}:auth-reader", f"{NS}:{TOFU_SVC}:auth-reader",
                                           f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
     assert names(docs, "Role") == {f"{HELM_SVC}:leader-election", f"{TOFU_SVC}:leader-election"}
     for doc in docs:
-        namespaced = doc["kind"] in {"Deployment", "Service", "ServiceAccount", "Secret", "Role"}
+        namespaced = doc["kind"] in {"Deployment", "Service", "ServiceAccount", "Secret", "Role", "Certificate",
+                                     "Issuer", "PodDisruptionBudget", "Pod"}
         if namespaced:
             assert doc["metadata"]["namespace"] == NS, doc["metadata"]
-    assert not of_kind(docs, "Issuer") and not of_kind(docs, "Certificate")
+    # Optional extras stay off unless asked for.
+    assert not of_kind(docs, "ServiceMonitor") and not of_kind(docs, "NetworkPolicy")
 
 
 @pytest.mark.parametrize(("flag", "kept", "dropped"), [
@@ -207,7 +220,7 @@ def test_crds_are_the_repository_files(helm: Helm) -> None:
 
 
 def test_generated_certificates(helm: Helm) -> None:
-    docs = helm.template()
+    docs = helm.template("tls.mode=generate")
     objs = index(docs)
     for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
         secret = objs[("Secret", f"{svc}-tls")]
@@ -230,7 +243,9 @@ def test_generated_certificates(helm: Helm) -> None:
 
 
 def test_cert_manager(helm: Helm) -> None:
-    docs = helm.template("certManager.enabled=true")
+    """cert-manager is the default mode: nothing random in the render, renewals by cert-manager."""
+    docs = helm.template()
+    assert docs == helm.template("tls.mode=certManager")
     objs = index(docs)
     assert not of_kind(docs, "Secret")
     for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
@@ -251,7 +266,7 @@ def test_cert_manager(helm: Helm) -> None:
         assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == f"{svc}-tls"
         assert "checksum/tls" not in (deployment["spec"]["template"]["metadata"].get("annotations") or {})
     # An existing CA issuer replaces the chart's own.
-    docs = helm.template("certManager.enabled=true", "certManager.issuerRef.kind=ClusterIssuer",
+    docs = helm.template("certManager.issuerRef.kind=ClusterIssuer",
                          "certManager.issuerRef.name=platform-ca")
     assert not of_kind(docs, "Issuer")
     assert {c["metadata"]["name"] for c in of_kind(docs, "Certificate")} == {f"{HELM_SVC}-serving",
@@ -276,7 +291,7 @@ def test_custom_tofu_group(helm: Helm) -> None:
 
 
 def test_deployments_are_hardened(helm: Helm) -> None:
-    objs = index(helm.template("helmAgl.replicas=2"))
+    objs = index(helm.template("helmAgl.replicas=3"))
     for svc, module in ((HELM_SVC, "helm_agl"), (TOFU_SVC, "tofu_agl")):
         deployment = objs[("Deployment", svc)]
         pod = deployment["spec"]["template"]["spec"]
@@ -301,8 +316,8 @@ def test_deployments_are_hardened(helm: Helm) -> None:
         service = objs[("Service", svc)]
         assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
-    assert objs[("Deployment", HELM_SVC)]["spec"]["replicas"] == 2
-    assert objs[("Deployment", TOFU_SVC)]["spec"]["replicas"] == 1
+    assert objs[("Deployment", HELM_SVC)]["spec"]["replicas"] == 3
+    assert objs[("Deployment", TOFU_SVC)]["spec"]["replicas"] == 2
     image = container(index(helm.template("image.tag=dev", "image.repository=registry.local/agl"))[
         ("Deployment", HELM_SVC)])["image"]
     assert image == "registry.local/agl:dev"
@@ -377,11 +392,276 @@ def test_non_resource_url_roles(helm: Helm) -> None:
     ("helmAgl.enabeld=true", "enabeld"),
     ("tofuAgl.group=apps.cozystack.io", "must differ from apps.cozystack.io"),
     ("rbac.metricsReader.enabled=maybe", "/rbac/metricsReader/enabled"),
+    # The fields of issue 24, each with a value the schema or the chart must refuse.
+    ("image.digest=latest", "/image/digest"),
+    ("tls.mode=selfSigned", "/tls/mode"),
+    ("certManager.enabled=true", "enabled"),  # replaced by tls.mode: an old values file is told so
+    ("helmAgl.priorityClassName=Not_A_Class", "/helmAgl/priorityClassName"),
+    ("helmAgl.podDisruptionBudget.maxUnavailable=0", "/helmAgl/podDisruptionBudget/maxUnavailable"),
+    ("tofuAgl.podDisruptionBudget.enabled=yes", "/tofuAgl/podDisruptionBudget/enabled"),
+    ("tofuAgl.topologySpreadConstraints[0].whenUnsatisfiable=Maybe", "/tofuAgl/topologySpreadConstraints/0"),
+    ("helmAgl.tls.secretName=Not_A_Name", "/helmAgl/tls/secretName"),
+    ("helmAgl.tls.cert=not-a-certificate", "/helmAgl/tls/cert"),
+    ("tofuAgl.tls.key=not-a-key", "/tofuAgl/tls/key"),
+    ("serviceMonitor.interval=soon", "/serviceMonitor/interval"),
+    ("serviceMonitor.bearerTokenSecret.name=token", "/serviceMonitor/bearerTokenSecret"),
+    ("networkPolicy.apiServer[0].cidr=10.0.0.0/8", "/networkPolicy/apiServer/0"),
+    ("tests.enabled=perhaps", "/tests/enabled"),
+    # Rules across fields, enforced by the templates.
+    ("tls.mode=existingSecret", "tls.mode existingSecret needs helmAgl.tls.secretName"),
+    ("tls.mode=values", "tls.mode values needs helmAgl.tls.caBundle, .cert and .key"),
+    ("networkPolicy.enabled=true", "networkPolicy.enabled needs networkPolicy.apiServer"),
 ])
 def test_bad_values_are_refused(helm: Helm, setting: str, message: str) -> None:
     result = helm.run("template", RELEASE, str(CHART), "--set", setting, check=False)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+def test_chart_metadata(helm: Helm) -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["home"].startswith("https://") and all(s.startswith("https://") for s in chart["sources"])
+    assert chart["maintainers"] and all(m["name"] for m in chart["maintainers"])
+    assert not (CHART / "files" / "crds").is_symlink()
+
+
+def test_kube_version_is_what_the_services_need(helm: Helm) -> None:
+    """>=1.30: the ValidatingAdmissionPolicy watches (admissionregistration.k8s.io/v1) need it
+    (tests/unit/test_chart_kube_version.py derives the minimum from the code)."""
+    too_old = helm.run("template", RELEASE, str(CHART), "--kube-version", "1.29.9", check=False)
+    assert too_old.returncode != 0 and "kubeVersion" in too_old.stderr, too_old.stderr
+    assert helm.run("template", RELEASE, str(CHART), "--kube-version", "1.30.0").stdout
+
+
+def test_availability_defaults(helm: Helm) -> None:
+    """Two replicas, a PodDisruptionBudget, spread over nodes (hard) and zones (soft), a critical priority."""
+    objs = index(helm.template())
+    for svc in (HELM_SVC, TOFU_SVC):
+        deployment = objs[("Deployment", svc)]
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        pod = deployment["spec"]["template"]["spec"]
+        assert deployment["spec"]["replicas"] == 2
+        pdb = objs[("PodDisruptionBudget", svc)]["spec"]
+        assert pdb == {"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                       "selector": {"matchLabels": selector}}
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        spread = {c["topologyKey"]: c for c in pod["topologySpreadConstraints"]}
+        assert set(spread) == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+        assert spread["kubernetes.io/hostname"]["whenUnsatisfiable"] == "DoNotSchedule"
+        assert spread["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "ScheduleAnyway"
+        for constraint in spread.values():
+            assert constraint["maxSkew"] == 1
+            assert constraint["labelSelector"] == {"matchLabels": selector}
+            assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+    # Each is a value: changed or turned off for one service, the other keeps the defaults.
+    own = {"maxSkew": 2, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway",
+           "labelSelector": {"matchLabels": {"team": "x"}}}
+    objs = index(helm.template("helmAgl.priorityClassName=", "tofuAgl.priorityClassName=agl-critical",
+                               "helmAgl.podDisruptionBudget.enabled=false",
+                               "tofuAgl.podDisruptionBudget.maxUnavailable=50%",
+                               extra=("--set-json", "helmAgl.topologySpreadConstraints=[]",
+                                      "--set-json", f"tofuAgl.topologySpreadConstraints=[{json.dumps(own)}]")))
+    helm_pod = objs[("Deployment", HELM_SVC)]["spec"]["template"]["spec"]
+    tofu_pod = objs[("Deployment", TOFU_SVC)]["spec"]["template"]["spec"]
+    assert "priorityClassName" not in helm_pod and "topologySpreadConstraints" not in helm_pod
+    assert ("PodDisruptionBudget", HELM_SVC) not in objs
+    assert tofu_pod["priorityClassName"] == "agl-critical"
+    assert objs[("PodDisruptionBudget", TOFU_SVC)]["spec"]["maxUnavailable"] == "50%"
+    assert tofu_pod["topologySpreadConstraints"] == [{**own, "matchLabelKeys": ["pod-template-hash"]}]
+
+
+def test_image_digest_wins_over_tag(helm: Helm) -> None:
+    digest = "sha256:" + "ab" * 32
+    objs = index(helm.template("image.repository=registry.local/agl", "image.tag=dev", f"image.digest={digest}"))
+    for name in (HELM_SVC, TOFU_SVC):
+        assert container(objs[("Deployment", name)])["image"] == f"registry.local/agl@{digest}"
+        assert container(objs[("Pod", f"{name}-test")])["image"] == f"registry.local/agl@{digest}"
+
+
+# ---- certificate modes
+
+
+@dataclass(frozen=True)
+class Material:
+    """A CA and a serving certificate for both services, as PEM files (what an operator keeps in values)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    def sets(self) -> tuple[str, ...]:
+        return tuple(arg for svc in ("helmAgl", "tofuAgl")
+                     for field, path in (("caBundle", self.ca), ("cert", self.cert), ("key", self.key))
+                     for arg in ("--set-file", f"{svc}.tls.{field}={path}"))
+
+
+@pytest.fixture(scope="module")
+def material(tmp_path_factory: pytest.TempPathFactory) -> Material:
+    import datetime
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "agl-chart-test-ca")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=30))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(ca_key, hashes.SHA256()))
+    sans = [x509.DNSName(f"{svc}.{NS}.svc") for svc in (HELM_SVC, TOFU_SVC)]
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "agl")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(2).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False).sign(ca_key, hashes.SHA256()))
+    folder = tmp_path_factory.mktemp("tls")
+    out = Material(folder / "ca.crt", folder / "tls.crt", folder / "tls.key")
+    out.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    out.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return out
+
+
+def certificate_modes(material: Material) -> dict[str, tuple[str, ...]]:
+    """Flags of each mode whose render must not change between runs (every optional object on)."""
+    extras = ("--set", "serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=true",
+              "--set", "networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24")
+    return {
+        "certManager": extras,
+        "existingSecret": ("--set", "tls.mode=existingSecret", "--set", "helmAgl.tls.secretName=helm-serving",
+                           "--set", "tofuAgl.tls.secretName=tofu-serving", *extras),
+        "existingSecret+caBundle": ("--set", "tls.mode=existingSecret", "--set", "helmAgl.tls.secretName=helm-serving",
+                                    "--set", "tofuAgl.tls.secretName=tofu-serving",
+                                    "--set-file", f"helmAgl.tls.caBundle={material.ca}",
+                                    "--set-file", f"tofuAgl.tls.caBundle={material.ca}", *extras),
+        "values": ("--set", "tls.mode=values", *material.sets(), *extras),
+    }
+
+
+@pytest.mark.parametrize("mode", ["certManager", "existingSecret", "existingSecret+caBundle", "values"])
+def test_render_twice_is_byte_identical(helm: Helm, material: Material, mode: str) -> None:
+    """What Argo CD does on every sync: render without a cluster. Same values, same bytes, so no pod rolls."""
+    flags = certificate_modes(material)[mode]
+    first = helm.run("template", RELEASE, str(CHART), "--namespace", NS, *flags).stdout
+    second = helm.run("template", RELEASE, str(CHART), "--namespace", NS, *flags).stdout
+    assert first and first == second
+
+
+def test_generate_mode_changes_with_every_offline_render(helm: Helm) -> None:
+    """The documented caveat of tls.mode generate (why it is not the default): nothing to look up, new CA."""
+    first = index(helm.template("tls.mode=generate"))
+    second = index(helm.template("tls.mode=generate"))
+    assert first[("Secret", f"{HELM_SVC}-tls")]["data"]["ca.crt"] != second[("Secret", f"{HELM_SVC}-tls")]["data"][
+        "ca.crt"]
+
+
+def test_values_mode(helm: Helm, material: Material) -> None:
+    docs = helm.template("tls.mode=values", extra=material.sets())
+    objs = index(docs)
+    assert not of_kind(docs, "Certificate") and not of_kind(docs, "Issuer")
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+        secret = objs[("Secret", f"{svc}-tls")]
+        assert pem(secret, "ca.crt") == material.ca.read_bytes()
+        assert pem(secret, "tls.crt") == material.cert.read_bytes()
+        assert pem(secret, "tls.key") == material.key.read_bytes()
+        apiservice = objs[("APIService", f"v1alpha1.{group}")]
+        assert base64.b64decode(apiservice["spec"]["caBundle"]) == material.ca.read_bytes()
+        assert "annotations" not in apiservice["metadata"]
+        deployment = objs[("Deployment", svc)]
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["checksum/tls"] == hashlib.sha256(
+            material.cert.read_bytes()).hexdigest()
+        assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == f"{svc}-tls"
+
+
+def test_existing_secret_mode(helm: Helm, material: Material) -> None:
+    """The chart only refers to the operator's Secret: it writes no Secret and no certificate of its own."""
+    base = ("tls.mode=existingSecret", "helmAgl.tls.secretName=helm-serving", "tofuAgl.tls.secretName=tofu-serving",
+            "serviceMonitor.enabled=true")
+    for given_ca in (False, True):
+        extra = ("--set-file", f"helmAgl.tls.caBundle={material.ca}") if given_ca else ()
+        docs = helm.template(*base, extra=extra)
+        objs = index(docs)
+        assert not of_kind(docs, "Secret") and not of_kind(docs, "Certificate") and not of_kind(docs, "Issuer")
+        for svc, group, secret in ((HELM_SVC, HELM_GROUP, "helm-serving"), (TOFU_SVC, DEFAULT_TOFU_GROUP,
+                                                                            "tofu-serving")):
+            deployment = objs[("Deployment", svc)]
+            assert deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == secret
+            assert "checksum/tls" not in (deployment["spec"]["template"]["metadata"].get("annotations") or {})
+            assert objs[("ServiceMonitor", svc)]["spec"]["endpoints"][0]["tlsConfig"]["ca"]["secret"]["name"] == secret
+            apiservice = objs[("APIService", f"v1alpha1.{group}")]
+            if given_ca and svc == HELM_SVC:
+                assert base64.b64decode(apiservice["spec"]["caBundle"]) == material.ca.read_bytes()
+                assert "annotations" not in apiservice["metadata"]
+            else:
+                # No CA given: cert-manager's CA injector copies the Secret's ca.crt into caBundle.
+                assert "caBundle" not in apiservice["spec"]
+                assert apiservice["metadata"]["annotations"] == {
+                    "cert-manager.io/inject-ca-from-secret": f"{NS}/{secret}"}
+
+
+# ---- optional objects
+
+
+def test_service_monitor(helm: Helm) -> None:
+    docs = helm.template("serviceMonitor.enabled=true", "serviceMonitor.labels.release=kube-prometheus",
+                         "serviceMonitor.interval=1m")
+    objs = index(docs)
+    for svc in (HELM_SVC, TOFU_SVC):
+        monitor = objs[("ServiceMonitor", svc)]
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["metadata"]["namespace"] == NS
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
+        service = objs[("Service", svc)]
+        assert all(service["metadata"]["labels"][k] == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NS]}
+        assert monitor["spec"]["endpoints"] == [{
+            "port": "https", "scheme": "https", "path": "/metrics", "interval": "1m", "scrapeTimeout": "10s",
+            "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "tlsConfig": {"serverName": f"{svc}.{NS}.svc", "ca": {"secret": {"name": f"{svc}-tls", "key": "ca.crt"}}},
+        }]
+    endpoint = index(helm.template("serviceMonitor.enabled=true", "serviceMonitor.bearerTokenSecret.name=scrape",
+                                   "serviceMonitor.bearerTokenSecret.key=token"))[("ServiceMonitor", HELM_SVC)][
+        "spec"]["endpoints"][0]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "scrape", "key": "token"}}
+    assert "bearerTokenFile" not in endpoint
+
+
+def test_network_policy(helm: Helm) -> None:
+    apiserver = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    prometheus = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    objs = index(helm.template("networkPolicy.enabled=true", extra=(
+        "--set-json", f"networkPolicy.apiServer={json.dumps(apiserver)}",
+        "--set-json", f"networkPolicy.extraFrom={json.dumps(prometheus)}")))
+    for svc in (HELM_SVC, TOFU_SVC):
+        policy = objs[("NetworkPolicy", svc)]["spec"]
+        deployment = objs[("Deployment", svc)]
+        assert policy["podSelector"] == {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}
+        assert policy["policyTypes"] == ["Ingress"]  # egress stays open: kube-apiserver and webhooks
+        port = container(deployment)["ports"][0]["containerPort"]
+        assert policy["ingress"] == [{"from": apiserver + prometheus, "ports": [{"port": port, "protocol": "TCP"}]}]
+
+
+def test_helm_test_hooks(helm: Helm) -> None:
+    docs = helm.template()
+    objs = index(docs)
+    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+        pod = objs[("Pod", f"{svc}-test")]
+        assert pod["metadata"]["annotations"] == {"helm.sh/hook": "test",
+                                                  "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"}
+        spec = pod["spec"]
+        assert spec["serviceAccountName"] == f"{svc}-test" and spec["restartPolicy"] == "Never"
+        c = container(pod)
+        assert c["image"] == container(objs[("Deployment", svc)])["image"]
+        env = {e["name"]: e["value"] for e in c["env"]}
+        assert env == {"AGL_TEST_PATH": f"/apis/{group}/v1alpha1", "AGL_TEST_GROUP_VERSION": f"{group}/v1alpha1"}
+        assert c["command"][:2] == ["python", "-c"]
+        compile(c["command"][2], f"{svc}-test", "exec")  # the script at least parses
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert objs[("ClusterRole", f"{svc}:test")]["rules"] == [
+            {"nonResourceURLs": [f"/apis/{group}/v1alpha1"], "verbs": ["get"]}]
+        binding = objs[("ClusterRoleBinding", f"{svc}:test")]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": f"{svc}-test", "namespace": NS}]
+    off = helm.template("tests.enabled=false")
+    assert not of_kind(off, "Pod") and not [d for d in off if d["metadata"]["name"].endswith(("-test", ":test"))]
 
 
 # ------------------------------------------------------------------ applied to kube-apiserver
@@ -446,17 +726,43 @@ def allowed_path(cluster: Cluster, user: str, groups: list[str], path: str) -> b
     return bool(json.loads(out)["status"].get("allowed"))
 
 
+#: The applied render: every optional object on (its Tofu group, generated certificates so the Secrets are
+#: objects of the render, a Prometheus allowed /metrics, ServiceMonitor, NetworkPolicy, the helm test objects).
+APPLIED_VALUES = (f"tofuAgl.group={TOFU_GROUP}", "tls.mode=generate", "rbac.metricsReader.enabled=true",
+                  "serviceMonitor.enabled=true", "networkPolicy.enabled=true",
+                  "networkPolicy.apiServer[0].ipBlock.cidr=10.0.0.0/24")
+#: Objects only validated with a server dry run (see the module docstring; the helm test Pod would stay Pending).
+DRY_RUN_ONLY = ("APIService", "Pod")
+
+
 @pytest.fixture(scope="module")
-def applied(control_plane: Cluster, helm: Helm) -> Iterator[list[Doc]]:
-    """Both services rendered (own Tofu group, a Prometheus allowed /metrics) and applied; the APIServices
+def servicemonitor_crd(control_plane: Cluster) -> Iterator[None]:
+    """prometheus-operator's own ServiceMonitor CRD, from its Go module (pinned by digest), for this module only."""
+    path = crds.upstream_crd_file(versions.SERVICEMONITOR_CRD)
+    kubectl(control_plane, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", str(path))
+    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/servicemonitors.monitoring.coreos.com")
+    yield
+    kubectl(control_plane, "delete", "crd", "servicemonitors.monitoring.coreos.com", "--ignore-not-found",
+            "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def applied(control_plane: Cluster, helm: Helm, servicemonitor_crd: None) -> Iterator[list[Doc]]:
+    """Both services rendered with every optional object and applied; the APIServices and the helm test Pods
     only as a server dry run."""
-    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}", "rbac.metricsReader.enabled=true",
+    docs = helm.template(*APPLIED_VALUES,
                          extra=("--set-json", f"rbac.metricsReader.subjects=[{json.dumps(PROMETHEUS)}]"))
     kubectl(control_plane, "create", "namespace", NS, check=False)
     apiservices = of_kind(docs, "APIService")
-    rest = [doc for doc in docs if doc["kind"] != "APIService"]
+    rest = [doc for doc in docs if doc["kind"] not in DRY_RUN_ONLY]
     kubectl(control_plane, "apply", "--server-side", "--validate=strict", f"--field-manager={FIELD_MANAGER}",
             "-f", "-", input=manifest(rest))
+    # The test Pods after their ServiceAccounts exist (admission checks them).
+    pods = of_kind(docs, "Pod")
+    dry_pods = kubectl(control_plane, "apply", "--server-side", "--dry-run=server", "--validate=strict",
+                       f"--field-manager={FIELD_MANAGER}", "-o", "json", "-f", "-", input=manifest(pods))
+    assert dry_pods.returncode == 0 and len(pods) == 2
     # A dry run: it takes nothing from the APIServices the session's services registered before (when an
     # earlier test module started them), hence --force-conflicts.
     dry = kubectl(control_plane, "apply", "--server-side", "--dry-run=server", "--force-conflicts", "--validate=strict",
@@ -473,6 +779,10 @@ def applied(control_plane: Cluster, helm: Helm) -> Iterator[list[Doc]]:
 
 def test_rendered_objects_accepted_by_kube_apiserver(control_plane: Cluster, applied: list[Doc]) -> None:
     for doc in applied:
+        if doc["kind"] == "Pod":
+            assert not kubectl(control_plane, "get", "pod", doc["metadata"]["name"], "-n", NS, "--ignore-not-found",
+                               "-o", "name").stdout.strip(), "the helm test Pod is only dry-run"
+            continue
         if doc["kind"] == "APIService":
             # Validated by the dry run only: it must not exist, or (registered by a service an earlier test
             # module started) must not have been touched by the chart's field manager.
@@ -488,7 +798,8 @@ def test_rendered_objects_accepted_by_kube_apiserver(control_plane: Cluster, app
         assert live["metadata"]["labels"]["app.kubernetes.io/part-of"] == "cozystack-agl"
     kinds = {doc["kind"] for doc in applied}
     assert kinds >= {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "RoleBinding",
-                     "ServiceAccount", "Secret", "Service", "Deployment", "APIService"}
+                     "ServiceAccount", "Secret", "Service", "Deployment", "APIService", "PodDisruptionBudget",
+                     "NetworkPolicy", "ServiceMonitor", "Pod"}
     # Server defaulting kept the hardening as rendered.
     live = json.loads(kubectl(control_plane, "get", "deployment", HELM_SVC, "-n", NS, "-o", "json").stdout)
     sc = live["spec"]["template"]["spec"]["containers"][0]["securityContext"]
@@ -506,7 +817,7 @@ def test_apiservice_dry_run_rejects_what_is_invalid(control_plane: Cluster, appl
 
 def test_generated_certificate_survives_upgrade(control_plane: Cluster, helm: Helm, applied: list[Doc]) -> None:
     """With the Secret in the cluster, rendering again (as helm upgrade does) reuses it via lookup."""
-    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}",
+    docs = helm.template(f"tofuAgl.group={TOFU_GROUP}", "tls.mode=generate",
                          extra=("--dry-run=server", "--kubeconfig", str(control_plane.kubeconfig)))
     before, after = index(applied), index(docs)
     for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, TOFU_GROUP)):
@@ -588,6 +899,37 @@ def test_non_resource_urls_granted_as_rendered(control_plane: Cluster, applied: 
         assert not allowed_path(control_plane, *sa(svc), "/metrics")
     assert allowed_path(control_plane, "system:aggregator", [], "/openapi/v3/apis/apps.cozystack.io/v1alpha1")
     assert not allowed_path(control_plane, "system:aggregator", [], "/metrics")
+
+
+def test_helm_test_account_may_read_exactly_its_discovery(control_plane: Cluster, applied: list[Doc]) -> None:
+    """The helm test Pod's ServiceAccount, asked without its groups (so the built-in system:discovery binding to
+    system:authenticated does not count), may get its service's discovery path and nothing else."""
+    for svc, group, other in ((HELM_SVC, HELM_GROUP, TOFU_GROUP), (TOFU_SVC, TOFU_GROUP, HELM_GROUP)):
+        user, path = sa(f"{svc}-test")[0], f"/apis/{group}/v1alpha1"
+        wait_for(lambda user=user, path=path: allowed_path(control_plane, user, [], path),
+                 f"{svc}-test's binding to take effect")
+        for path in (f"/apis/{other}/v1alpha1", f"/apis/{group}", "/metrics", "/openapi/v2"):
+            assert not allowed_path(control_plane, user, [], path), path
+        groups = sa(f"{svc}-test")[1]
+        assert not allowed(control_plane, user, groups, "list", group, "chartprobes", namespace="tenant-x")
+        assert not allowed(control_plane, user, groups, "get", "", "secrets", namespace=NS)
+        assert not allowed(control_plane, user, groups, "list", "", "pods", namespace=NS)
+
+
+def test_service_monitor_schema_checks(control_plane: Cluster, applied: list[Doc], helm: Helm) -> None:
+    """The token-Secret variant is valid too, and the CRD's schema really checks: a wrong field is refused."""
+    monitor = index(helm.template("serviceMonitor.enabled=true", "serviceMonitor.bearerTokenSecret.name=scrape",
+                                  "serviceMonitor.bearerTokenSecret.key=token"))[("ServiceMonitor", HELM_SVC)]
+
+    def dry_run(doc: Doc) -> subprocess.CompletedProcess[str]:
+        return kubectl(control_plane, "apply", "--server-side", "--dry-run=server", "--validate=strict",
+                       f"--field-manager={FIELD_MANAGER}", "-f", "-", input=json.dumps(doc), check=False)
+
+    assert dry_run(monitor).returncode == 0
+    bad = json.loads(json.dumps(monitor))
+    bad["spec"]["endpoints"][0]["scheme"] = "gopher"
+    refused = dry_run(bad)
+    assert refused.returncode != 0 and "scheme" in refused.stderr, refused.stderr
 
 
 def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Cluster, applied: list[Doc]) -> None:

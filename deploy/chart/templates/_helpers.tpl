@@ -112,16 +112,23 @@ every template renders both from one definition. Templates read it with
 
 {{/*
 The certificate material the chart itself writes into the service's Secret, as YAML with ca.crt, tls.crt,
-tls.key: taken from values (tls.mode values) or generated (tls.mode generate). The other modes render no Secret.
+tls.key, each base64-encoded (a YAML round trip of the PEM text would drop the last one's final newline):
+taken from values (tls.mode values) or generated (tls.mode generate). The other modes render no Secret.
 Call with (dict "root" $ "svc" $svc).
 */}}
 {{- define "agl.chartTLS" -}}
+{{- $pem := dict -}}
 {{- if eq .root.Values.tls.mode "values" -}}
 {{- $tls := .svc.values.tls -}}
-{{- toYaml (dict "ca.crt" $tls.caBundle "tls.crt" $tls.cert "tls.key" $tls.key) -}}
+{{- $pem = dict "ca.crt" $tls.caBundle "tls.crt" $tls.cert "tls.key" $tls.key -}}
 {{- else -}}
-{{- include "agl.generatedTLS" . -}}
+{{- $pem = include "agl.generatedTLS" . | fromYaml -}}
 {{- end -}}
+{{- $out := dict -}}
+{{- range $key, $value := $pem -}}
+{{- $_ := set $out $key ($value | b64enc) -}}
+{{- end -}}
+{{- toYaml $out -}}
 {{- end -}}
 
 {{/* Whether the chart writes the service's Secret itself ("true" or ""). */}}
