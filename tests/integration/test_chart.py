@@ -15,6 +15,7 @@ without endpoints while the services under test in the same session serve those 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -1048,25 +1049,12 @@ def test_service_works_with_only_the_chart_rbac(control_plane: Cluster, applied:
     and groups) starts, accepts a definition, serves its kind, writes its backing object and an
     Event, and never meets a 403: the RBAC is sufficient as well as minimal.  Requests go straight
     to its port as the front proxy would send them (no APIService is registered)."""
-    if importlib.util.find_spec(f"{probe.module}.__main__") is None:
-        pytest.skip(f"{probe.module} has no entry point yet")
-    user, groups = sa(probe.svc)
-    kubeconfig = control_plane.user_kubeconfig(user, tuple(groups[:2]))
-    _, serving = aggregation.serving_cert(control_plane, probe.svc, NS)
-    port = free_port()
-    log_file = control_plane.logs_dir / f"chart-rbac-{probe.svc}.log"
     ns, name = f"chart-rbac-{probe.module.replace('_', '-')}", f"chart-probe-{probe.module.replace('_', '-')}"
     definition = {"apiVersion": "cozystack.io/v1alpha1", "kind": probe.definition_kind, "metadata": {"name": name},
                   "spec": probe.definition_spec}
     kubectl(control_plane, "create", "namespace", ns, check=False)
-    with log_file.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", probe.module, "--kubeconfig", str(kubeconfig),
-                                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
-                                 "--tls-cert-file", str(serving.cert), "--tls-private-key-file", str(serving.key),
-                                 *probe.args],
-                                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    try:
-        wait_for(lambda: _direct(port, "GET", "/readyz", None, control_plane)[0] == 200, "service ready", 60)
+    with service_as_chart_identity(control_plane, probe) as port, contextlib.ExitStack() as cleanup:
+        cleanup.callback(kubectl, control_plane, "delete", probe.definitions, name, "--ignore-not-found", check=False)
         kubectl(control_plane, "apply", "-f", "-", input=json.dumps(definition))
         base = f"/apis/{probe.group}/v1alpha1/namespaces/{ns}/chartprobes"
         wait_for(lambda: _direct(port, "GET", base, None, control_plane)[0] == 200, "ChartProbe served", 60)
@@ -1085,12 +1073,65 @@ def test_service_works_with_only_the_chart_rbac(control_plane: Cluster, applied:
         assert accepted["status"] == "True", accepted
         wait_for(lambda: "chartprobe" in kubectl(control_plane, "get", "events", "-n", ns, "-o", "json").stdout.lower(),
                  "an Event about the ChartProbe")
+
+
+def test_helm_test_script_reads_discovery_through_the_aggregation_layer(control_plane: Cluster, applied: list[Doc],
+                                                                        tmp_path: Path) -> None:
+    """The helm test Pod's own script, run here as its ServiceAccount (a TokenRequest token and kube-apiserver's CA
+    where the Pod would have them mounted), against tofu_agl running under the chart's identity behind a registered
+    APIService: it gets the group's discovery document, which kube-apiserver can only answer by calling the service."""
+    probe = next(p for p in PROBES if p.module == "tofu_agl")  # its group is this module's own
+    pod = container(index(applied)[("Pod", f"{TOFU_SVC}-test")])
+    mounted = "/var/run/secrets/kubernetes.io/serviceaccount/"
+    script = pod["command"][2]
+    assert script.count(mounted) == 1
+    token = kubectl(control_plane, "create", "token", f"{TOFU_SVC}-test", "-n", NS, "--duration=10m").stdout.strip()
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "ca.crt").write_bytes((control_plane.pki_dir / "ca.crt").read_bytes())
+    env = dict(os.environ, **{e["name"]: e["value"] for e in pod["env"]}, KUBERNETES_SERVICE_HOST="127.0.0.1",
+               KUBERNETES_SERVICE_PORT=control_plane.server.rsplit(":", 1)[1])
+    # Registered through its own ExternalName Service (aggregation.register): the chart's Service stays as applied.
+    target = ("chart-helm-test", "agl-chart-helm-test")
+    ca, _ = aggregation.serving_cert(control_plane, *target)
+    with service_as_chart_identity(control_plane, probe, target) as port, contextlib.ExitStack() as cleanup:
+        aggregation.register(control_plane, group=probe.group, version="v1alpha1", service=target[0],
+                             namespace=target[1], port=port, ca_bundle=ca.cert)
+        cleanup.callback(aggregation.unregister, control_plane, probe.group, "v1alpha1")
+        aggregation.wait_available(control_plane, probe.group, "v1alpha1")
+        result = subprocess.run([sys.executable, "-c", script.replace(mounted, f"{tmp_path}/")], env=env,
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{probe.group}/v1alpha1 served" in result.stdout, result.stdout
+
+
+@contextlib.contextmanager
+def service_as_chart_identity(cluster: Cluster, probe: Probe, served_as: tuple[str, str] = ("", NS)) -> Iterator[int]:
+    """The service running as the chart's ServiceAccount (a client certificate with its user name and groups) on
+    127.0.0.1; yields its port once ready. Its serving certificate names the Service ``served_as`` (name, namespace;
+    by default the chart's), as kube-apiserver checks when it proxies to it. Afterwards its log must show no 403:
+    the chart's RBAC sufficed."""
+    if importlib.util.find_spec(f"{probe.module}.__main__") is None:
+        pytest.skip(f"{probe.module} has no entry point yet")
+    user, groups = sa(probe.svc)
+    kubeconfig = cluster.user_kubeconfig(user, tuple(groups[:2]))
+    _, serving = aggregation.serving_cert(cluster, served_as[0] or probe.svc, served_as[1])
+    port = free_port()
+    log_file = cluster.logs_dir / f"chart-rbac-{probe.svc}.log"
+    start = log_file.stat().st_size if log_file.exists() else 0
+    with log_file.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", probe.module, "--kubeconfig", str(kubeconfig),
+                                 "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                                 "--tls-cert-file", str(serving.cert), "--tls-private-key-file", str(serving.key),
+                                 *probe.args],
+                                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        wait_for(lambda: _direct(port, "GET", "/readyz", None, cluster)[0] == 200, "service ready", 60)
+        yield port
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
-        kubectl(control_plane, "delete", probe.definitions, name, "--ignore-not-found", check=False)
     log = log_file.read_text(errors="replace")
-    assert "forbidden" not in log.lower(), log[-3000:]
+    assert "forbidden" not in log[start:].lower(), log[-3000:]
