@@ -2,12 +2,12 @@
 
 Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
 validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
-kube-apiserver, every read goes
-kube-apiserver (or the informer) -> project.  Gets go to kube-apiserver (one get is already the
-cheapest consistent read); lists are answered from the informer whenever that is as consistent as
-kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per revision
-by :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served
-from one :class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w``
+kube-apiserver, every read goes kube-apiserver (or the informer) -> project.  Consistent gets go to
+kube-apiserver (one get is already the cheapest consistent read), gets at a resourceVersion to the
+informer, as kube-apiserver answers them; lists are answered from the informer whenever that is as
+consistent as kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per
+revision by :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are
+served from one :class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w``
 share one upstream watch and survive a kube-apiserver restart.
 """
 
@@ -22,7 +22,7 @@ from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
-from shared.bodies import JSON
+from shared.bodies import JSON, loads
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer, without_managed_fields
@@ -149,11 +149,23 @@ class ApplicationStorage:
         self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
-    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
-        app = self._to_app(await self._live(namespace, name))
+    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
+        hr = await self._cached(namespace, name, resource_version) if resource_version else None
+        app = self._to_app(hr if hr is not None else await self._live(namespace, name))
         if app is None:
             raise self._not_found(name)
         return app
+
+    async def _cached(self, namespace: str, name: str, resource_version: str) -> JSON | None:
+        """The HelmRelease from the cache when a GET at ``resource_version`` may be answered from it (404 when
+        the cache holds none); None: ask kube-apiserver."""
+        found = await self._informer.lookup((namespace, backing_name(self.definition, name)), resource_version)
+        if found is None:
+            return None
+        hr: JSON | None = loads(found.packed) if found.packed is not None else None
+        if hr is None or not is_application(hr, self.definition.kind, self.info.group):
+            raise self._not_found(name)
+        return hr
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
         """The Application as stored: the values as given (no defaults) and its managedFields."""

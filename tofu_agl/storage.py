@@ -5,7 +5,8 @@ validate -> build -> validating admission (ValidatingAdmissionPolicies, validati
 kube-apiserver, every read goes
 kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1
 keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
-Gets go to kube-apiserver (one get is already the cheapest consistent read); lists are answered
+Consistent gets go to kube-apiserver (one get is already the cheapest consistent read), gets at a
+resourceVersion to the informer, as kube-apiserver answers them; lists are answered
 from the informer whenever that is as consistent as kube-apiserver would be
 (:meth:`Informer.entries`, each object's projection kept per revision by
 :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served from one
@@ -30,7 +31,7 @@ from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_
 from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
-from shared.bodies import JSON
+from shared.bodies import JSON, loads
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer, keeping_spec
@@ -243,11 +244,23 @@ class ApplicationStorage:
         self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
-    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
-        app = await self._project(await self._live(namespace, name))
+    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
+        tf = await self._cached(namespace, name, resource_version) if resource_version else None
+        app = await self._project(tf if tf is not None else await self._live(namespace, name))
         if app is None:
             raise self._not_found(name)
         return app
+
+    async def _cached(self, namespace: str, name: str, resource_version: str) -> JSON | None:
+        """The Terraform from the cache when a GET at ``resource_version`` may be answered from it (404 when
+        the cache holds none); None: ask kube-apiserver."""
+        found = await self._informer.lookup((namespace, backing_name(self.definition, name)), resource_version)
+        if found is None:
+            return None
+        tf: JSON | None = loads(found.packed) if found.packed is not None else None
+        if tf is None or not is_application(tf, self.definition.kind, self.group):
+            raise self._not_found(name)
+        return tf
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
         """The Application as stored: the variables as written (with the defaults of their time) and

@@ -121,7 +121,10 @@ class Storage(Protocol):
 
     info: ResourceInfo
 
-    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON: ...
+    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
+        """The object; with a ``resource_version`` (``"0"``: any, else not older than it) the storage may
+        answer from its cache, as kube-apiserver answers such a GET from its watch cache."""
+        ...
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
         """The object as stored, which patches apply to: the spec as written (no defaults filled in on

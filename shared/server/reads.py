@@ -13,7 +13,7 @@ from shared.server.responses import json_response
 
 
 async def get(call: Call) -> web.Response:
-    obj = await call.storage.get(call.ctx, call.namespace, call.name)
+    obj = await call.storage.get(call.ctx, call.namespace, call.name, call.info.list_options.resource_version)
     return json_response(_render(call.storage, obj, call.info.output, many=False))
 
 

@@ -58,6 +58,7 @@ class RequestInfo:
     #: The object name authorization is asked about: the URL's, or the one a list/watch
     #: ``metadata.name=`` field selector pins (so RBAC ``resourceNames`` allow ``kubectl get x -w``).
     authorized_name: str | None
+    #: A list's or watch's options; of a get, only ``resource_version`` (kube's GetOptions has no other).
     list_options: ListOptions = field(default_factory=ListOptions)
     output: Output = field(default_factory=Output)
     send_initial_events: bool = False
@@ -131,7 +132,8 @@ def _verb(method: str, target: Target, query: Query) -> str:
 def _with_read_options(info: RequestInfo, query: Query, headers: Mapping[str, str]) -> RequestInfo:
     output = Output(table.negotiate(headers.get("Accept")), table.parse_include_object(query.get("includeObject")))
     if info.verb == "get":
-        return replace(info, output=output)
+        read_at = ListOptions(resource_version=query.get("resourceVersion") or None)
+        return replace(info, output=output, list_options=read_at)
     options = parse_list_options(query)
     name = info.target.name
     if name is not None:

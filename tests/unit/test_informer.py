@@ -8,6 +8,7 @@ knobs to break the watch, expire it with a 410 ERROR event, or take the "server"
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -448,3 +449,25 @@ async def test_subscribe_before_sync_waits_and_stop_ends_streams() -> None:
         await anext(sub)
     with pytest.raises(StopAsyncIteration):
         await anext(inf.subscribe(None))  # subscribing to a stopped informer ends at once
+
+
+async def test_lookup_answers_gets_at_a_resource_version_from_the_cache() -> None:
+    """A GET at "0" (any state) or at N (not older than N) is answered from the cache, present or absent; a
+    consistent GET, an invalid version and a version the cache never reaches are left to kube-apiserver."""
+    kube = FakeKube()
+    kube.put("a", "1")
+    inf = await _informer(kube, catch_up=0.05)
+    try:
+        found = await inf.lookup(("ns", "a"), "0")
+        assert found is not None and found.packed is not None and json.loads(found.packed)["spec"] == {"value": "1"}
+        absent = await inf.lookup(("ns", "b"), "0")
+        assert absent is not None and absent.packed is None
+        written = kube.put("a", "2")
+        at = written["metadata"]["resourceVersion"]
+        seen = await inf.lookup(("ns", "a"), at)
+        assert seen is not None and seen.packed is not None and json.loads(seen.packed)["spec"] == {"value": "2"}
+        assert await inf.lookup(("ns", "a"), "") is None
+        assert await inf.lookup(("ns", "a"), "not-a-version") is None
+        assert await inf.lookup(("ns", "a"), str(kube.rv + 100)) is None
+    finally:
+        await inf.stop()

@@ -15,13 +15,14 @@ The pieces, in the order data flows through them (client-go's ``tools/cache`` ha
 from .fanout import Subscription
 from .informer import Informer, Tuning, consistent_list_answers
 from .packing import Key, Packed, pack, parse_rv
-from .store import Cached
+from .store import Cached, Lookup
 from .transforms import Transform, keeping_spec, without_managed_fields
 
 __all__ = [
     "Cached",
     "Informer",
     "Key",
+    "Lookup",
     "Packed",
     "Subscription",
     "Transform",

@@ -39,7 +39,7 @@ from .packing import Key, key_of, pack, parse_rv, rv_or_zero, rv_text
 from .reflector import ListFn, Reflector, WatchFn
 from .relist import ADDED, DELETED, MODIFIED, Reset, relist_changes
 from .source import ProbeFn, Source, kube_source
-from .store import Cached, Entry, Store
+from .store import Cached, Entry, Lookup, Store
 from .transforms import Transform
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,17 @@ class Informer:
         if not await self._reads.may_answer(resource_version):
             return None
         return self._store.cached(namespace), self._store.rv
+
+    async def lookup(self, key: Key, resource_version: str) -> Lookup | None:
+        """One cached object when kube's semantics for a GET at ``resource_version`` allow answering from
+        the cache (``"0"``: any state; ``N``: not older than N), as kube-apiserver answers such a GET from
+        its watch cache; None when the caller must read kube-apiserver instead."""
+        if not self.synced or self._stopped or not resource_version:
+            return None
+        if not await self._reads.may_answer(resource_version):
+            return None
+        entry = self._store.objects().get(key)
+        return Lookup(entry.packed if entry is not None else None)
 
     # ------------------------------------------------------------------ subscriptions
 

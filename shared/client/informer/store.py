@@ -29,6 +29,12 @@ class Cached(NamedTuple):
     packed: Packed
 
 
+class Lookup(NamedTuple):
+    """The answer of a cache asked for one object: its packed form, or None when the cache holds no such object."""
+
+    packed: Packed | None
+
+
 class Store:
     """Objects by key, and the last resourceVersion seen (from a list, an event or a bookmark)."""
 

@@ -81,7 +81,7 @@ class MemoryStorage:
         if self.fail_with is not None:
             raise self.fail_with
 
-    async def get(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
+    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
         await self._maybe_fail()
         obj = self.objects.get((namespace, name))
         if obj is None:

@@ -1,0 +1,77 @@
+"""GETs that name a resourceVersion, as kube-apiserver answers them for a custom resource: ``resourceVersion=0``
+means any state and ``N`` means not older than N, so kube-apiserver answers both from its watch cache.  The
+services answer them from their informer: no kube request, which the service's own ``/metrics`` proves
+(:mod:`shared.client.latency`).  What may differ from a consistent GET is only a write not yet seen; what must
+not differ is every answer's shape, code and reason, which the CRD oracle gives."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from localcluster import services
+from localcluster.cluster import Cluster
+
+from tests.contract.stack import ORACLE_GROUP, Contract, Stack
+from tests.kube import metric_samples, service_metrics, wait_for
+
+RUNNING = {"helm_service": services.HELM_AGL, "tofu_service": services.TOFU_AGL}
+
+
+def _backing_gets(cluster: Cluster, stack: Stack) -> int:
+    """How many GETs of its backing resource the service has sent kube-apiserver so far."""
+    text = service_metrics(cluster, services.start(cluster, RUNNING[stack.service_fixture]).port)
+    backing = stack.backing.split(".")[0]
+    return sum(int(value) for labels, value in metric_samples(text, "agl_kube_requests_total")
+               if labels["verb"] == "GET" and labels["resource"] == backing)
+
+
+def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+
+
+def test_a_get_at_resource_version_zero_is_answered_from_the_cache(control_plane: Cluster, contract: Contract,
+                                                                   stack: Stack) -> None:
+    name = f"cached-{uuid.uuid4().hex[:6]}"
+    created = contract.create(name, {"size": 2})
+    path = stack.path(name)
+    # The cache has it once a list at "any state" shows it.
+    wait_for(lambda: any(i["metadata"]["name"] == name for i in contract.list_apps("resourceVersion=0")[1]["items"]),
+             "the informer holds the new Application", timeout=15, interval=0.1)
+    before = _backing_gets(control_plane, stack)
+    code, cached = contract.api.request("GET", f"{path}?resourceVersion=0")
+    assert code == 200, cached
+    assert _backing_gets(control_plane, stack) == before, "a GET at resourceVersion=0 went to kube-apiserver"
+    assert cached["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"], cached
+    code, live = contract.api.request("GET", path)
+    assert code == 200 and _backing_gets(control_plane, stack) == before + 1, "a consistent GET reads kube-apiserver"
+    assert _without_volatile(cached) == _without_volatile(live)
+
+
+def test_a_get_not_older_than_a_version_sees_that_write(contract: Contract, stack: Stack, oracle: str) -> None:
+    """After a write that answered N, a GET at N shows that write (or a newer one), as for a custom resource."""
+    name = f"newer-{uuid.uuid4().hex[:6]}"
+    contract.create(name, {"size": 1})
+    contract.patch(name, {"spec": {"size": 3}})
+    written = contract.api.request("GET", stack.path(name))[1]
+    at = written["metadata"]["resourceVersion"]
+    code, got = contract.api.request("GET", f"{stack.path(name)}?resourceVersion={at}")
+    assert code == 200 and got["spec"]["size"] == 3, got
+    assert int(got["metadata"]["resourceVersion"]) >= int(written["metadata"]["resourceVersion"]), got
+
+    code, body = contract.api.request("POST", oracle, stack.manifest(name, {"size": 1}) | {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": name}})
+    assert code == 201, body
+    oracle_path = f"{oracle}/{name}"
+    code, oracled = contract.api.request("GET", f"{oracle_path}?resourceVersion={body['metadata']['resourceVersion']}")
+    assert code == 200 and oracled["metadata"]["name"] == name, oracled
+
+
+def test_a_get_at_resource_version_zero_of_a_missing_object_answers_as_the_oracle(contract: Contract, stack: Stack,
+                                                                                  oracle: str) -> None:
+    missing = f"absent-{uuid.uuid4().hex[:6]}"
+    oracle_code, oracle_status = contract.api.request("GET", f"{oracle}/{missing}?resourceVersion=0")
+    code, status = contract.api.request("GET", f"{stack.path(missing)}?resourceVersion=0")
+    assert (code, status["reason"]) == (oracle_code, oracle_status["reason"]) == (404, "NotFound"), (status,
+                                                                                                   oracle_status)
+    assert status["details"]["name"] == missing, status
