@@ -15,12 +15,14 @@ whatever rules kstatus applies first.  Each stack reads its controller's conditi
 :class:`BackendReport` (which of them mean "still working" and which "needs a human" is the stack's
 decision); everything below is the same for every backend:
 
-- the controller never wrote a status (it has not seen the object): no ``observedGeneration`` (nothing
-  was observed, and a made-up number would be a lie), ``Reconciling`` True, so kstatus says
-  ``InProgress`` even though it skips its generation check without the field;
-- the controller has not finished the current generation (its ``observedGeneration`` differs, as the
-  Flux controllers' ``-1`` while a first reconcile runs): ``Reconciling`` True, never ``Stalled``, and
-  ``Ready`` kept only when the controller wrote it for this generation;
+- the controller has not observed the object: no ``observedGeneration`` when the backing object has no
+  status at all (nothing was observed, and a made-up number would be a lie), or the ``-1`` that the
+  HelmRelease and Terraform CRDs default it to until their controller finishes a first run (kept: it
+  says the same, and kstatus reads it as ``InProgress`` too); ``Reconciling`` True in both cases, so
+  kstatus says ``InProgress`` even where it skips its generation check for want of the field;
+- the controller has not finished the current generation (its ``observedGeneration`` differs):
+  ``Reconciling`` True, never ``Stalled``;
+- in both cases ``Ready`` is the controller's only when it wrote it for this generation, else Unknown;
 - the controller finished it and reports a stall: ``Stalled`` True (kstatus ``Failed``), ``Ready`` False;
 - it reports work in progress: ``Reconciling`` True (``InProgress``);
 - it reports ``Ready`` True: ``Current``;
@@ -92,10 +94,10 @@ def readiness(generation: int | None, report: BackendReport, *, since: str | Non
     """
     observed = report.observed_generation
     ready = report.ready
-    if observed is None:
+    if observed is None or observed < 0:
         working = report.reconciling or Signal(
             NOT_OBSERVED, f"waiting for {report.controller} to observe {_generation(generation)}", since)
-        return Readiness(None, _conditions(report, generation, _unknown_ready(ready, working, generation, since),
+        return Readiness(observed, _conditions(report, generation, _unknown_ready(ready, working, generation, since),
                                            working, None, since))
     if generation is not None and observed != generation:
         working = report.reconciling or Signal(

@@ -53,9 +53,17 @@ def test_a_newer_generation_hides_the_older_ready_and_any_stall() -> None:
     assert "has not finished generation 2 yet (last finished: 1)" in derived.conditions[1]["message"]
 
 
+def test_the_crds_minus_one_is_kept_and_read_as_not_observed() -> None:
+    """The HelmRelease and Terraform CRDs default status.observedGeneration to -1 until a first run ends."""
+    derived = readiness(1, report(-1), since=T0)
+    assert derived.observed_generation == -1
+    assert derived.conditions[1]["message"] == "waiting for a-controller to observe generation 1"
+    assert view(1, report(-1)) == view(1, report(None))
+
+
 def test_a_minus_one_while_working_keeps_a_ready_written_for_this_generation() -> None:
-    """The Flux controllers write observedGeneration -1 while their first reconcile runs, with conditions
-    already about the current generation."""
+    """While their first run is under way the controllers' conditions are already about the current
+    generation, and observedGeneration is still -1."""
     progressing = {**READY_TRUE, "status": "Unknown", "reason": "Progressing", "observedGeneration": 2}
     derived = readiness(2, report(-1, ready=progressing, reconciling=Signal("Progressing", "installing")))
     assert derived.observed_generation == -1
