@@ -24,6 +24,7 @@ import yaml
 from localcluster import flux, services
 from localcluster.cluster import Cluster
 
+from tests.flux.kstatus import verdict
 from tests.kube import FIXTURES, get_json, kubectl, load_fixture, wait_for
 from tests.recorded import STATUS_DIR
 
@@ -143,6 +144,7 @@ def test_install_upgrade_and_uninstall(helm: Cluster) -> None:
     apply_app(helm, "Redis", "cache", {"replicas": 3})
     app = settled(helm, "redises", "cache", generation_of="redis-cache")
     assert app["status"]["version"] == "0.1.0"
+    assert verdict(app)[0] == "Current"
     values = configmap(helm, "redis-cache")
     assert values["replicas"] == "3" and values["chartVersion"] == "0.1.0"
     assert json.loads(values["values.json"])["_namespace"] == {"host": "tenant-demo.example.org"}
@@ -171,6 +173,9 @@ def test_failing_value_reports_helm_controllers_message(helm: Cluster) -> None:
     app = settled(helm, "redises", "broken", status="False")
     message = condition(app)["message"]  # type: ignore[index]
     assert "replicas: 10 is more than this chart supports (9)" in message, message
+    # retried forever (RetryOnFailure): in progress as helm-controller says, with the chart's error
+    status, said = verdict(get_json(helm, "redises", "broken", "-n", NS))
+    assert status == "InProgress" and "replicas: 10 is more than this chart supports (9)" in said, said
     release = get_json(helm, HR, "redis-broken", "-n", NS)
     recorded("failed", release)
     assert kubectl(helm, "get", "redis", "broken", "-n", NS).stdout.splitlines()[1].split()[1] == "False"

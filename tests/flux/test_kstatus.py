@@ -10,18 +10,15 @@ the right one. No controller or control plane runs here.
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from localcluster import build
 
 from helm_agl import project as helm_project
 from helm_agl.names import GROUP as HELM_GROUP
 from shared.service.acceptance import Verdict, status_conditions
+from tests.flux.kstatus import verdict
 from tests.kube import FIXTURES
 from tests.recorded import load_recorded
 from tests.unit.helm_samples import DEFN as HELM_DEFN
@@ -31,20 +28,6 @@ from tests.unit.tofu_samples import Defn
 from tofu_agl import project as tofu_project
 
 JSON = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def kstatus() -> Path:
-    """The verdict tool (already built by ``localcluster build``; built here, about 20 s, when it is not)."""
-    return build.ensure_kstatus()
-
-
-def verdict(tool: Path, obj: JSON) -> tuple[str, str]:
-    """kstatus' (status, message) for ``obj``."""
-    done = subprocess.run([str(tool)], input=json.dumps(obj), capture_output=True, text=True, timeout=30,
-                          check=True)
-    answer = json.loads(done.stdout)
-    return answer["status"], answer["message"]
 
 
 def helm_application(hr: JSON) -> JSON:
@@ -92,19 +75,19 @@ TOFU_VERDICTS = [
 
 
 @pytest.mark.parametrize(("phase", "expected", "why"), HELM_VERDICTS, ids=[v[0] for v in HELM_VERDICTS])
-def test_helm_application_verdicts(kstatus: Path, phase: str, expected: str, why: str) -> None:
+def test_helm_application_verdicts(phase: str, expected: str, why: str) -> None:
     hr = make_hr(status=phase)
-    status, message = verdict(kstatus, helm_application(hr))
+    status, message = verdict(helm_application(hr))
     assert status == expected, (why, message)
-    assert verdict(kstatus, hr)[0] == expected, "the HelmRelease's own verdict: helm-controller's meaning is kept"
+    assert verdict(hr)[0] == expected, "the HelmRelease's own verdict: helm-controller's meaning is kept"
     if phase == "failed":
         assert "replicas: 10 is more than this chart supports (9)" in message, message
 
 
 @pytest.mark.parametrize(("phase", "expected", "why"), TOFU_VERDICTS, ids=[v[0] for v in TOFU_VERDICTS])
-def test_tofu_application_verdicts(kstatus: Path, phase: str, expected: str, why: str) -> None:
+def test_tofu_application_verdicts(phase: str, expected: str, why: str) -> None:
     tf = load_recorded(f"terraform-{phase}")
-    status, message = verdict(kstatus, tofu_application(tf))
+    status, message = verdict(tofu_application(tf))
     assert status == expected, (why, message)
     if phase == "pending":
         assert "approve it with: kubectl annotate gadgets beta" in message, message
@@ -112,46 +95,46 @@ def test_tofu_application_verdicts(kstatus: Path, phase: str, expected: str, why
         assert "Invalid value for variable" in message, message
 
 
-def test_tofu_verdicts_differ_from_the_terraforms_where_a_human_is_needed(kstatus: Path) -> None:
+def test_tofu_verdicts_differ_from_the_terraforms_where_a_human_is_needed() -> None:
     """On the Terraform itself kstatus cannot tell a failed plan from one being retried (Ready False: InProgress);
     the Application says Failed, which stops a Flux health check at once instead of at its timeout."""
     failed = load_recorded("terraform-failed")
-    assert verdict(kstatus, failed)[0] == "InProgress"
-    assert verdict(kstatus, tofu_application(failed))[0] == "Failed"
+    assert verdict(failed)[0] == "InProgress"
+    assert verdict(tofu_application(failed))[0] == "Failed"
 
 
-def test_just_created_is_in_progress(kstatus: Path) -> None:
+def test_just_created_is_in_progress() -> None:
     """Before any controller has seen it: without a status (kstatus skips its generation check without
     observedGeneration) and with the CRDs' defaulted -1, the Application is in progress, never Current."""
     bare = make_hr()
     assert "status" not in bare
-    assert verdict(kstatus, helm_application(bare))[0] == "InProgress"
-    assert verdict(kstatus, bare)[0] == "Current"  # the bare HelmRelease: what the Applications said before
+    assert verdict(helm_application(bare))[0] == "InProgress"
+    assert verdict(bare)[0] == "Current"  # the bare HelmRelease: what the Applications said before
     defaulted = make_hr(generation=1)
     defaulted["status"] = {"observedGeneration": -1}
-    assert verdict(kstatus, helm_application(defaulted))[0] == "InProgress"
+    assert verdict(helm_application(defaulted))[0] == "InProgress"
     tf = load_recorded("terraform-applied")
     del tf["status"]
-    status, message = verdict(kstatus, tofu_application(tf))
+    status, message = verdict(tofu_application(tf))
     assert status == "InProgress" and "waiting for tofu-controller" in message, message
 
 
-def test_a_generation_newer_than_observed_is_in_progress(kstatus: Path) -> None:
-    status, message = verdict(kstatus, helm_application(make_hr(status="installed", generation=3)))
+def test_a_generation_newer_than_observed_is_in_progress() -> None:
+    status, message = verdict(helm_application(make_hr(status="installed", generation=3)))
     assert (status, message) == ("InProgress", "Postgres generation is 3, but latest observed generation is 1")
     tf = load_recorded("terraform-applied")
     tf["metadata"]["generation"] = 2
-    assert verdict(kstatus, tofu_application(tf))[0] == "InProgress"
+    assert verdict(tofu_application(tf))[0] == "InProgress"
 
 
-def test_helm_controller_giving_up_is_failed(kstatus: Path) -> None:
+def test_helm_controller_giving_up_is_failed() -> None:
     """helm-controller's Stalled (remediation retries exhausted; helm_agl's RetryOnFailure never gets there, so
     this status is the failed recording with Reconciling turned into the Stalled helm-controller writes)."""
     hr = make_hr(status="failed")
     hr["status"]["conditions"] = [
         {**c, "type": "Stalled", "reason": "RetriesExceeded", "message": "Failed to install after 1 attempt(s)"}
         if c["type"] == "Reconciling" else c for c in hr["status"]["conditions"]]
-    assert verdict(kstatus, helm_application(hr)) == ("Failed", "Failed to install after 1 attempt(s)")
+    assert verdict(helm_application(hr)) == ("Failed", "Failed to install after 1 attempt(s)")
 
 
 def definition(kind: str, generation: int, observed: int, verdict_: Verdict, served: bool) -> JSON:
@@ -166,13 +149,13 @@ def definition(kind: str, generation: int, observed: int, verdict_: Verdict, ser
 
 
 @pytest.mark.parametrize("kind", ["ApplicationDefinition", "TofuApplicationDefinition"])
-def test_definition_verdicts(kstatus: Path, kind: str) -> None:
+def test_definition_verdicts(kind: str) -> None:
     # accepted and served: Ready True on the generation acted on
-    assert verdict(kstatus, definition(kind, 2, 2, Verdict.ok(), served=True))[0] == "Current"
+    assert verdict(definition(kind, 2, 2, Verdict.ok(), served=True))[0] == "Current"
     # rejected: only its author can fix it
-    rejected = verdict(kstatus, definition(kind, 2, 2, Verdict.reject("KindConflict", "vpcs is taken"), False))
+    rejected = verdict(definition(kind, 2, 2, Verdict.reject("KindConflict", "vpcs is taken"), False))
     assert rejected == ("Failed", "vpcs is taken")
     # accepted, the kind not served yet
-    assert verdict(kstatus, definition(kind, 2, 2, Verdict.ok(), served=False))[0] == "InProgress"
+    assert verdict(definition(kind, 2, 2, Verdict.ok(), served=False))[0] == "InProgress"
     # a change the reconciler has not acted on yet
-    assert verdict(kstatus, definition(kind, 3, 2, Verdict.ok(), served=True))[0] == "InProgress"
+    assert verdict(definition(kind, 3, 2, Verdict.ok(), served=True))[0] == "InProgress"
