@@ -94,15 +94,11 @@ def readiness(generation: int | None, report: BackendReport, *, since: str | Non
     """
     observed = report.observed_generation
     ready = report.ready
-    if observed is None or observed < 0:
-        working = report.reconciling or Signal(
-            NOT_OBSERVED, f"waiting for {report.controller} to observe {_generation(generation)}", since)
-        return Readiness(observed, _conditions(report, generation, _unknown_ready(ready, working, generation, since),
-                                           working, None, since))
-    if generation is not None and observed != generation:
-        working = report.reconciling or Signal(
-            NOT_OBSERVED, f"{report.controller} has not finished {_generation(generation)} yet "
-            f"(last finished: {observed})", since)
+    unseen = observed is None or observed < 0
+    if unseen or (generation is not None and observed != generation):
+        waiting = (f"waiting for {report.controller} to observe {_generation(generation)}" if unseen else
+                   f"{report.controller} has not finished {_generation(generation)} yet (last finished: {observed})")
+        working = report.reconciling or Signal(NOT_OBSERVED, waiting, since)
         return Readiness(observed, _conditions(report, generation, _unknown_ready(ready, working, generation, since),
                                                working, None, since))
     if report.stalled is not None:
