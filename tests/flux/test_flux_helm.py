@@ -182,6 +182,34 @@ def test_failing_value_reports_helm_controllers_message(helm: Cluster) -> None:
     kubectl(helm, "delete", "redis", "broken", "-n", NS)
 
 
+def test_helm_controller_giving_up_is_stalled_and_failed(helm: Cluster) -> None:
+    """helm_agl's RetryOnFailure never gives up; with the strategy taken off the HelmRelease (an operator's edit)
+    helm-controller's default remediation (no retries) does after one failed release (an install that timed
+    out; a chart that refuses its values fails before any release exists and is retried with backoff):
+    Stalled, which the Application keeps, so kstatus says Failed."""
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("giveup", "false")))
+    wait_for(lambda: "giveups" in served(helm), "the giveup kind", timeout=60)
+    apply_app(helm, "Giveup", "ext", {"external": True})
+    kubectl(helm, "patch", HR, "giveup-ext", "-n", NS, "--type=json",
+            "-p", '[{"op": "remove", "path": "/spec/install/strategy"}]')
+
+    def stalled() -> dict[str, Any] | None:
+        release = get_json(helm, HR, "giveup-ext", "-n", NS)
+        cond = condition(release, "Stalled")
+        current = release.get("status", {}).get("observedGeneration") == release["metadata"]["generation"]
+        return release if cond is not None and cond["status"] == "True" and current else None
+
+    release = wait_for(stalled, "helm-controller to give up", timeout=SLOW, interval=1)
+    recorded("stalled", release)
+    app = get_json(helm, "giveups", "ext", "-n", NS)
+    conds = {c["type"]: c for c in app["status"]["conditions"]}
+    assert (conds["Stalled"]["status"], conds["Reconciling"]["status"], conds["Ready"]["status"]) == (
+        "True", "False", "False")
+    assert conds["Stalled"]["reason"] == condition(release, "Stalled")["reason"]  # type: ignore[index]
+    assert verdict(app)[0] == "Failed"
+    kubectl(helm, "delete", "giveup", "ext", "-n", NS, "--wait=false")
+
+
 def test_definition_chart_change_rolls_out_and_upgrades(helm: Cluster) -> None:
     newer = {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "HelmChart",
              "metadata": {"name": "cozystack-redis-next", "namespace": flux.SOURCES_NAMESPACE},
@@ -275,7 +303,8 @@ def test_recorded_statuses_carry_what_the_projection_reads() -> None:
         assert "Ready" in types, path.name
         assert isinstance(real["lastAttemptedRevision"], str), path.name
         assert all(set(c) == condition_fields for c in real["conditions"]), path.name
-    assert phases >= {"installing", "installed", "upgraded", "failed", "timed-out", "installed-external-artifact"}
+    assert phases >= {"installing", "installed", "upgraded", "failed", "timed-out", "installed-external-artifact",
+                      "stalled"}
     installed = yaml.safe_load((RECORDED / "helmrelease-installed.yaml").read_text())["status"]
     # From a HelmChart source the revision is the bare chart version (from an OCIRepository it would be
     # "<version>+<digest>" with a lastAttemptedRevisionDigest): VERSION shows exactly the chart version.

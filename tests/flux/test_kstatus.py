@@ -58,6 +58,8 @@ HELM_VERDICTS = [
      "Reconciling (ProgressingWithRetry) True and never sets Stalled, so the Application is still in progress, "
      "with the chart's error in its message"),
     ("timed-out", "InProgress", "the same for an install that timed out"),
+    ("stalled", "Failed", "helm-controller gave up (its default remediation, no retries, once the strategy was "
+     "taken off the HelmRelease) and set Stalled RetriesExceeded, which the Application keeps"),
 ]
 
 #: (recorded phase, kstatus' verdict on the Application, why).
@@ -125,16 +127,6 @@ def test_a_generation_newer_than_observed_is_in_progress() -> None:
     tf = load_recorded("terraform-applied")
     tf["metadata"]["generation"] = 2
     assert verdict(tofu_application(tf))[0] == "InProgress"
-
-
-def test_helm_controller_giving_up_is_failed() -> None:
-    """helm-controller's Stalled (remediation retries exhausted; helm_agl's RetryOnFailure never gets there, so
-    this status is the failed recording with Reconciling turned into the Stalled helm-controller writes)."""
-    hr = make_hr(status="failed")
-    hr["status"]["conditions"] = [
-        {**c, "type": "Stalled", "reason": "RetriesExceeded", "message": "Failed to install after 1 attempt(s)"}
-        if c["type"] == "Reconciling" else c for c in hr["status"]["conditions"]]
-    assert verdict(helm_application(hr)) == ("Failed", "Failed to install after 1 attempt(s)")
 
 
 def definition(kind: str, generation: int, observed: int, verdict_: Verdict, served: bool) -> JSON:

@@ -113,6 +113,8 @@ RECORDED_PHASES = [
     # RetryOnFailure retries a failed install forever: still work in progress, never Stalled.
     ("failed", 1, "False", ("True", "ProgressingWithRetry"), "False"),
     ("timed-out", 1, "False", ("True", "ProgressingWithRetry"), "False"),
+    # helm-controller gave up (default remediation, no retries): its Stalled decides, nothing in progress.
+    ("stalled", 2, "False", ("False", "Stalled"), "False"),
 ]
 
 
@@ -137,7 +139,7 @@ def test_status_projection_from_recorded_statuses(phase: str, observed: int, rea
     if released:
         assert conds["Released"] == recorded["Released"]
     assert (conds["Reconciling"]["status"], conds["Reconciling"]["reason"]) == reconciling
-    assert conds["Stalled"]["status"] == "False"
+    assert conds["Stalled"]["status"] == ("True" if phase == "stalled" else "False")
     assert set(app["status"]) == {"observedGeneration", "version", "conditions"}  # history, inventory... hidden
     assert ready_status(app) == ready
 
@@ -174,17 +176,16 @@ def test_a_newer_generation_is_in_progress_and_not_ready() -> None:
 
 
 def test_helm_controllers_stalled_is_kept() -> None:
-    """helm-controller gives up (remediation retries exhausted) with Stalled True: Failed for kstatus."""
-    hr = make_hr(status="failed")
-    hr["status"]["conditions"] = [
-        {**c, "status": "True", "reason": "RetriesExceeded", "message": "Failed to install after 1 attempt(s)",
-         "type": "Stalled"} if c["type"] == "Reconciling" else c for c in hr["status"]["conditions"]]
+    """helm-controller gave up (remediation retries exhausted) with Stalled True: Failed for kstatus."""
+    hr = make_hr(status="stalled")
+    recorded = {c["type"]: c for c in hr["status"]["conditions"]}
     app = to_application(DEFN, hr, group=GROUP)
     assert app is not None
     conds = conditions_of(app)
-    assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", "RetriesExceeded")
+    assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", recorded["Stalled"]["reason"])
+    assert conds["Stalled"]["message"] == recorded["Stalled"]["message"]
     assert conds["Reconciling"]["status"] == "False"
-    assert conds["Ready"]["reason"] == "InstallFailed"
+    assert conds["Ready"] == recorded["Ready"]
 
 
 @pytest.mark.parametrize("labels", FOREIGN_LABELS)
