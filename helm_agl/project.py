@@ -11,6 +11,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api.fieldmanager import from_annotation
+from shared.api.readiness import (
+    READY,
+    RECONCILING,
+    STALLED,
+    BackendReport,
+    Signal,
+    condition_signal,
+    latest_transition,
+    readiness,
+)
 from shared.api.rest import Column
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
@@ -20,8 +30,10 @@ from .names import LABEL_PREFIX, MANAGED_FIELDS_ANNOTATION, VERSION, application
 
 #: Application metadata copied from the HelmRelease as it is (the server-owned fields).
 COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
-#: Flux conditions a user sees; history, failures and the inventory stay hidden.
-SHOWN_CONDITIONS = ("Ready", "Released")
+#: Flux conditions a user sees as helm-controller wrote them; history, failures and the inventory stay hidden.
+#: ``Ready``, ``Reconciling`` and ``Stalled`` are derived (:func:`backend_report`), keeping their meaning.
+SHOWN_CONDITIONS = ("Released",)
+CONTROLLER = "helm-controller"
 
 #: Table columns of every Application kind.  AGE has type "date": the shared Table renderer is
 #: expected to turn the creationTimestamp cell into an age, as kubectl does for built-in kinds.
@@ -71,17 +83,42 @@ def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, grou
     }
 
 
-def project_status(backing: Mapping[str, Any]) -> JSON:
-    """``status`` of the Application: the chart revision Flux last attempted and its shown conditions."""
+def backend_report(backing: Mapping[str, Any]) -> BackendReport:
+    """helm-controller's own words, which already follow kstatus: its ``Reconciling`` (installing,
+    upgrading, ``ProgressingWithRetry`` between the retries of a failed install, which ``RetryOnFailure``
+    repeats forever) and its ``Stalled`` (set when it gives up, e.g. remediation retries exhausted, or
+    a chart reference it cannot use) are kept as they are.  A retry's message ("retrying after 30s")
+    is prefixed with the failure it retries, so the reason kstatus reports says what went wrong."""
     hr_status = backing.get("status") or {}
+    conds = {c.get("type"): c for c in hr_status.get("conditions") or [] if isinstance(c, dict)}
+    observed = hr_status.get("observedGeneration")
+    ready = conds.get(READY)
+    reconciling = condition_signal(conds.get(RECONCILING))
+    if reconciling is not None and ready is not None and ready.get("status") == "False" and ready.get("message"):
+        reconciling = Signal(reconciling.reason, f"{ready['message']} ({reconciling.message})", reconciling.since)
+    return BackendReport(
+        controller=CONTROLLER,
+        observed_generation=observed if isinstance(observed, int) and not isinstance(observed, bool) else None,
+        ready=ready, reconciling=reconciling, stalled=condition_signal(conds.get(STALLED)))
+
+
+def project_status(backing: Mapping[str, Any]) -> JSON:
+    """``status`` of the Application: the generation helm-controller finished, the chart revision it last
+    attempted, ``Ready``/``Reconciling``/``Stalled`` as kstatus must read them (:mod:`shared.api.readiness`)
+    and ``Released``."""
+    hr_status = backing.get("status") or {}
+    meta = backing.get("metadata") or {}
+    generation = meta.get("generation")
+    derived = readiness(generation if isinstance(generation, int) else None, backend_report(backing),
+                        since=latest_transition(hr_status.get("conditions"), meta.get("creationTimestamp")))
     status: JSON = {}
+    if derived.observed_generation is not None:
+        status["observedGeneration"] = derived.observed_generation
     if hr_status.get("lastAttemptedRevision"):
         status["version"] = hr_status["lastAttemptedRevision"]
-    conditions = [
+    status["conditions"] = [copy.deepcopy(c) for c in derived.conditions] + [
         copy.deepcopy(c) for c in hr_status.get("conditions") or [] if c.get("type") in SHOWN_CONDITIONS
     ]
-    if conditions:
-        status["conditions"] = conditions
     return status
 
 

@@ -44,8 +44,14 @@ def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
                 "type": "object",
                 "description": "Projected from the HelmRelease.",
                 "properties": {
+                    "observedGeneration": {"type": "integer", "format": "int64",
+                                           "description": "The generation helm-controller last finished (-1 "
+                                           "while its first run is under way); absent until it has seen the "
+                                           "Application."},
                     "version": {"type": "string", "description": "The chart revision last attempted."},
-                    "conditions": {"type": "array", "items": {"type": "object",
+                    "conditions": {"type": "array", "description": "Ready, Reconciling and Stalled as "
+                                   "kstatus reads them, derived from the HelmRelease; Released from the HelmRelease.",
+                                   "items": {"type": "object",
                                                               "x-kubernetes-preserve-unknown-fields": True}},
                 },
             },

@@ -17,6 +17,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api.fieldmanager import from_annotation
+from shared.api.readiness import READY as READY_CONDITION
+from shared.api.readiness import (
+    RECONCILING,
+    STALLED,
+    BackendReport,
+    Signal,
+    condition_signal,
+    latest_transition,
+    readiness,
+)
 from shared.api.rest import Column
 from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
@@ -62,16 +72,31 @@ COLUMNS: tuple[Column, ...] = (
     Column("AGE", "date", "Time since creation"),
 )
 
-# Terraform condition type -> Application condition type.  Plan/Apply are renamed to read as
-# states of the Application ("Planned", "Applied"), the others keep their Flux meaning.
+# Terraform condition type -> Application condition type, copied as they are.  Plan/Apply are renamed to
+# read as states of the Application ("Planned", "Applied"); Ready, Reconciling and Stalled are derived
+# (:func:`backend_report`).  A condition's observedGeneration is the Application's too: its generation is
+# the Terraform's.
 _CONDITION_MAP: tuple[tuple[str, str], ...] = (
-    ("Ready", "Ready"),
     ("Plan", "Planned"),
     ("Apply", "Applied"),
-    ("Stalled", "Stalled"),
 )
-# observedGeneration is dropped: it counts the Terraform's generations, not the Application's.
-_CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime")
+_CONDITION_FIELDS = ("status", "reason", "message", "lastTransitionTime", "observedGeneration")
+
+CONTROLLER = "tofu-controller"
+
+#: tofu-controller's ``Ready`` False reasons that retrying with the same inputs cannot fix, so they are
+#: ``Stalled`` (kstatus ``Failed``) although tofu-controller, without ``spec.remediation``, retries them
+#: forever and never writes ``Stalled`` itself.  ``TFExecPlanFailed`` is what it writes when OpenTofu
+#: refuses the variables (a module's ``validation``, a wrong type: ``tests/data/status/terraform-failed.yaml``)
+#: or the configuration; the Application's spec or the definition must change.  The variables or the
+#: runner template cannot be generated from the spec (``VarsGenerationFailed``, ``TemplateGenerationFailed``),
+#: a cross-namespace reference is refused (``AccessDenied``), or the retries ran out (``RetryLimitReached``).
+#: Every other failure (the source not ready yet, a state lock held, a dependency, an apply or init that
+#: failed on the way to a provider or a backend) is retried and may succeed: ``Reconciling``.  A plan
+#: failure that was transient after all clears ``Stalled`` on the next successful run.
+NEEDS_A_HUMAN = frozenset({
+    "TFExecPlanFailed", "VarsGenerationFailed", "TemplateGenerationFailed", "AccessDenied", "RetryLimitReached",
+})
 
 
 def to_application(
@@ -270,16 +295,23 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
     ``status.plan.summary`` while a plan is pending.
     """
     tf_status = backing.get("status") or {}
+    meta = backing.get("metadata") or {}
     conds = _conditions(backing)
-    conditions: list[JSON] = []
+    awaiting = _awaiting_condition(backing, approve_command, review_hint, conds)
+    generation = meta.get("generation")
+    derived = readiness(generation if isinstance(generation, int) else None, backend_report(backing, awaiting),
+                        since=latest_transition(tf_status.get("conditions"), meta.get("creationTimestamp")))
+    conditions: list[JSON] = [dict(c) for c in derived.conditions]
     for source, target in _CONDITION_MAP:
         if source in conds:
             copied: JSON = {"type": target}
             copied.update({k: conds[source][k] for k in _CONDITION_FIELDS if k in conds[source]})
             conditions.append(copied)
-    conditions.append(_awaiting_condition(backing, approve_command, review_hint, conds))
+    conditions.append(awaiting)
 
     out: JSON = {"phase": phase(backing), "conditions": conditions}
+    if derived.observed_generation is not None:
+        out["observedGeneration"] = derived.observed_generation
     if tf_status.get("lastAppliedRevision"):
         out["version"] = tf_status["lastAppliedRevision"]
     plan = tf_status.get("plan") or {}
@@ -297,6 +329,68 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
         outputs["names"] = list(names) if isinstance(names, list) else []
         out["outputs"] = outputs
     return out
+
+
+def backend_report(tf: Mapping[str, Any], awaiting: Mapping[str, Any]) -> BackendReport:
+    """tofu-controller's state in kstatus' terms, decided in :func:`phase`'s order.
+
+    Being deleted is work in progress (kstatus says ``Terminating`` first anyway).  A ``Ready`` False is
+    ``Stalled`` when it needs a human (:data:`NEEDS_A_HUMAN`; drift on a kind whose plans a human approves,
+    since tofu-controller then waits for them instead of repairing it) and otherwise ``Reconciling``: it is
+    retried every ``retryInterval``.  tofu-controller's own ``Stalled`` is kept.  A plan waiting for the user
+    is ``Reconciling`` with reason ``AwaitingApproval`` and the command that approves it (``awaiting``'s
+    message), not a failure: the instance moves on once approved.  A plan being applied, and
+    tofu-controller's own ``Reconciling``, are ``Reconciling``.
+    """
+    conds = _conditions(tf)
+    observed = (tf.get("status") or {}).get("observedGeneration")
+    ready = conds.get(READY_CONDITION)
+    reconciling: Signal | None = None
+    stalled: Signal | None = None
+    failure = _failure(ready) if ready is not None and ready.get("status") == "False" else None
+    if (tf.get("metadata") or {}).get("deletionTimestamp"):
+        reconciling = Signal("Deleting", f"{CONTROLLER} is running the destroy and removing the instance")
+    elif failure is not None:
+        drift_repaired = failure.reason == DRIFT_DETECTED_REASON and _approves_itself(tf)
+        if failure.reason in NEEDS_A_HUMAN or (failure.reason == DRIFT_DETECTED_REASON and not drift_repaired):
+            stalled = failure
+        else:
+            reconciling = failure
+    elif condition_signal(conds.get(STALLED)) is not None:
+        stalled = condition_signal(conds.get(STALLED))
+    elif awaiting_approval(tf):
+        reconciling = Signal("AwaitingApproval", str(awaiting.get("message") or ""),
+                             awaiting.get("lastTransitionTime") if isinstance(awaiting.get("lastTransitionTime"),
+                                                                              str) else None)
+    elif phase(tf) == APPLYING:
+        pending = pending_plan(tf)
+        reconciling = Signal("Applying", f'{CONTROLLER} is applying plan "{pending}"' if pending
+                             else f"{CONTROLLER} is applying the approved plan")
+    else:
+        reconciling = condition_signal(conds.get(RECONCILING))
+    return BackendReport(
+        controller=CONTROLLER,
+        observed_generation=observed if isinstance(observed, int) and not isinstance(observed, bool) else None,
+        ready=_as_ready(ready), reconciling=reconciling, stalled=stalled)
+
+
+def _failure(ready: Mapping[str, Any]) -> Signal:
+    when = ready.get("lastTransitionTime")
+    return Signal(str(ready.get("reason") or "Failed"), str(ready.get("message") or ""),
+                  when if isinstance(when, str) else None)
+
+
+def _approves_itself(tf: Mapping[str, Any]) -> bool:
+    """Plans of ``tf`` are applied without a human (``approvePlan: auto`` or ``force``)."""
+    spec = tf.get("spec") or {}
+    return spec.get("force") is True or spec.get("approvePlan") == AUTO
+
+
+def _as_ready(ready: Mapping[str, Any] | None) -> JSON | None:
+    """tofu-controller's ``Ready`` with the fields an Application's condition carries."""
+    if ready is None:
+        return None
+    return {"type": READY_CONDITION, **{k: ready[k] for k in _CONDITION_FIELDS if k in ready}}
 
 
 def table_cells(app: Mapping[str, Any]) -> list[Any]:

@@ -30,7 +30,7 @@ from shared.api.errors import ApiError
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
-from shared.service.acceptance import Verdict, condition, set_condition
+from shared.service.acceptance import ACCEPTED, Verdict, conditions_changed, status_conditions
 
 from .definition import TofuApplicationDefinition
 from .names import backing_selector
@@ -237,16 +237,18 @@ class DefinitionReconciler:
                                       f"attempt {attempts}: {progress['message']}; retrying")
 
     async def _write_status(self, defn: TofuApplicationDefinition, verdict: Verdict) -> None:
+        """``Accepted``, ``Ready``, ``Reconciling``, ``Stalled`` and ``observedGeneration`` (the generation
+        decided on), written only when one of them changed."""
         status = defn.status or {}
         previous = status.get("conditions") or []
         now = datetime.datetime.now(datetime.UTC)
-        new = condition(verdict, defn.generation, previous, now)
-        old = next((c for c in previous if c.get("type") == new["type"]), None)
-        unchanged = old is not None and all(old.get(k) == new.get(k) for k in ("status", "reason", "message",
-                                                                                "observedGeneration"))
-        if unchanged and status.get("observedGeneration") == defn.generation:
+        conditions = status_conditions(verdict, self.registry.accepted(defn.name) is not None, defn.generation,
+                                       previous, now)
+        new = conditions[[c["type"] for c in conditions].index(ACCEPTED)]
+        old = next((c for c in previous if c.get("type") == ACCEPTED), None)
+        if not conditions_changed(previous, conditions) and status.get("observedGeneration") == defn.generation:
             return
-        patch = {"status": {"observedGeneration": defn.generation, "conditions": set_condition(previous, new)}}
+        patch = {"status": {"observedGeneration": defn.generation, "conditions": conditions}}
         try:
             await self._definitions.patch_merge(None, defn.name, patch, subresource="status")
         except ApiError as exc:

@@ -32,8 +32,8 @@ StorageFactory = Callable[[TofuApplicationDefinition, ResourceInfo, Informer | N
 
 _CONDITIONS: JSON = {
     "type": "array",
-    "description": "Ready, Planned, Applied and Stalled from the Terraform; AwaitingApproval while a plan "
-    "waits for the user.",
+    "description": "Ready, Reconciling and Stalled as kstatus reads them, derived from the Terraform; Planned "
+    "and Applied from the Terraform; AwaitingApproval while a plan waits for the user.",
     "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
 }
 
@@ -43,6 +43,9 @@ _STATUS: JSON = {
     "properties": {
         "phase": {"type": "string", "description": "Ready, Planning, AwaitingApproval, Applying, Failed, "
                   "Drifted or Deleting."},
+        "observedGeneration": {"type": "integer", "format": "int64",
+                               "description": "The generation tofu-controller last finished (-1 while its first "
+                               "run is under way); absent until it has seen the Application."},
         "version": {"type": "string", "description": "The source revision last applied."},
         "conditions": _CONDITIONS,
         "plan": {

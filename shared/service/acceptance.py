@@ -228,22 +228,83 @@ def condition(
     ``lastTransitionTime`` is kept from the previous ``Accepted`` condition when its status
     did not change, so watchers can tell how long a kind has been (un)available.
     """
-    status = "True" if verdict.accepted else "False"
+    return _condition(ACCEPTED, "True" if verdict.accepted else "False", verdict.reason, verdict.message,
+                      generation, previous_conditions, now)
+
+
+def _condition(kind: str, status: str, reason: str, message: str, generation: int | None,
+               previous_conditions: Iterable[Mapping[str, Any]] | None, now: datetime | str) -> dict[str, Any]:
     transition = format_time(now)
     for prev in previous_conditions or ():
-        if prev.get("type") == ACCEPTED and prev.get("status") == status and prev.get("lastTransitionTime"):
+        if prev.get("type") == kind and prev.get("status") == status and prev.get("lastTransitionTime"):
             transition = str(prev["lastTransitionTime"])
             break
     out: dict[str, Any] = {
-        "type": ACCEPTED,
+        "type": kind,
         "status": status,
-        "reason": verdict.reason,
-        "message": verdict.message[:_MAX_MESSAGE],
+        "reason": reason,
+        "message": message[:_MAX_MESSAGE],
         "lastTransitionTime": transition,
     }
     if generation is not None:
         out["observedGeneration"] = generation
     return out
+
+
+READY = "Ready"
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
+SERVED = "Served"
+NOT_SERVED_YET = "NotServedYet"
+
+
+def status_conditions(
+    verdict: Verdict,
+    served: bool,
+    generation: int | None,
+    previous_conditions: Iterable[Mapping[str, Any]] | None,
+    now: datetime | str,
+) -> list[dict[str, Any]]:
+    """A definition's conditions: ``Accepted`` and the three kstatus reads (Flux's health checks, ``wait``).
+
+    ``Ready`` is True only when the definition is accepted *and* its kind is ``served`` (registered in
+    the running API server); a rejected definition is ``Stalled`` (kstatus ``Failed``): only its author
+    can fix it, nothing is retried; an accepted one whose kind is not served yet is ``Reconciling``
+    (``InProgress``).  With ``status.observedGeneration`` set to the generation decided on, kstatus also
+    says ``InProgress`` until the reconciler has acted on a new generation.  Conditions of other types in
+    ``previous_conditions`` are kept, in their order.
+    """
+    previous = list(previous_conditions or ())
+    if not verdict.accepted:
+        ready = ("False", verdict.reason, verdict.message)
+        reconciling = ("False", verdict.reason, "not retried: the definition must change")
+        stalled = ("True", verdict.reason, verdict.message)
+    elif served:
+        ready = ("True", SERVED, verdict.message)
+        reconciling = ("False", SERVED, verdict.message)
+        stalled = ("False", ACCEPTED, verdict.message)
+    else:
+        waiting = "accepted; the kind is not served yet"
+        ready = ("False", NOT_SERVED_YET, waiting)
+        reconciling = ("True", NOT_SERVED_YET, waiting)
+        stalled = ("False", ACCEPTED, waiting)
+    out: list[dict[str, Any]] = [dict(c) for c in previous]
+    for new in (
+        condition(verdict, generation, previous, now),
+        _condition(READY, *ready, generation, previous, now),
+        _condition(RECONCILING, *reconciling, generation, previous, now),
+        _condition(STALLED, *stalled, generation, previous, now),
+    ):
+        out = set_condition(out, new)
+    return out
+
+
+def conditions_changed(previous: Iterable[Mapping[str, Any]] | None, new: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether writing ``new`` changes anything but times: a status write only when something did."""
+    def key(conds: Iterable[Mapping[str, Any]] | None) -> list[tuple[Any, ...]]:
+        return sorted((c.get("type"), c.get("status"), c.get("reason"), c.get("message"), c.get("observedGeneration"))
+                      for c in conds or ())
+    return key(previous) != key(new)
 
 
 def set_condition(

@@ -24,6 +24,7 @@ import yaml
 from localcluster import flux, services
 from localcluster.cluster import Cluster
 
+from tests.flux.kstatus import verdict
 from tests.kube import FIXTURES, get_json, kubectl, load_fixture, wait_for
 from tests.recorded import STATUS_DIR
 
@@ -143,6 +144,7 @@ def test_install_upgrade_and_uninstall(helm: Cluster) -> None:
     apply_app(helm, "Redis", "cache", {"replicas": 3})
     app = settled(helm, "redises", "cache", generation_of="redis-cache")
     assert app["status"]["version"] == "0.1.0"
+    assert verdict(app)[0] == "Current"
     values = configmap(helm, "redis-cache")
     assert values["replicas"] == "3" and values["chartVersion"] == "0.1.0"
     assert json.loads(values["values.json"])["_namespace"] == {"host": "tenant-demo.example.org"}
@@ -171,10 +173,41 @@ def test_failing_value_reports_helm_controllers_message(helm: Cluster) -> None:
     app = settled(helm, "redises", "broken", status="False")
     message = condition(app)["message"]  # type: ignore[index]
     assert "replicas: 10 is more than this chart supports (9)" in message, message
+    # retried forever (RetryOnFailure): in progress as helm-controller says, with the chart's error
+    status, said = verdict(get_json(helm, "redises", "broken", "-n", NS))
+    assert status == "InProgress" and "replicas: 10 is more than this chart supports (9)" in said, said
     release = get_json(helm, HR, "redis-broken", "-n", NS)
     recorded("failed", release)
     assert kubectl(helm, "get", "redis", "broken", "-n", NS).stdout.splitlines()[1].split()[1] == "False"
     kubectl(helm, "delete", "redis", "broken", "-n", NS)
+
+
+def test_helm_controller_giving_up_is_stalled_and_failed(helm: Cluster) -> None:
+    """helm_agl's RetryOnFailure never gives up; with the strategy taken off the HelmRelease (an operator's edit)
+    helm-controller's default remediation (no retries) does after one failed release (an install that timed
+    out; a chart that refuses its values fails before any release exists and is retried with backoff):
+    Stalled, which the Application keeps, so kstatus says Failed."""
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(slow_definition("giveup", "false")))
+    wait_for(lambda: "giveups" in served(helm), "the giveup kind", timeout=60)
+    apply_app(helm, "Giveup", "ext", {"external": True})
+    kubectl(helm, "patch", HR, "giveup-ext", "-n", NS, "--type=json",
+            "-p", '[{"op": "remove", "path": "/spec/install/strategy"}]')
+
+    def stalled() -> dict[str, Any] | None:
+        release = get_json(helm, HR, "giveup-ext", "-n", NS)
+        cond = condition(release, "Stalled")
+        current = release.get("status", {}).get("observedGeneration") == release["metadata"]["generation"]
+        return release if cond is not None and cond["status"] == "True" and current else None
+
+    release = wait_for(stalled, "helm-controller to give up", timeout=SLOW, interval=1)
+    recorded("stalled", release)
+    app = get_json(helm, "giveups", "ext", "-n", NS)
+    conds = {c["type"]: c for c in app["status"]["conditions"]}
+    assert (conds["Stalled"]["status"], conds["Reconciling"]["status"], conds["Ready"]["status"]) == (
+        "True", "False", "False")
+    assert conds["Stalled"]["reason"] == condition(release, "Stalled")["reason"]  # type: ignore[index]
+    assert verdict(app)[0] == "Failed"
+    kubectl(helm, "delete", "giveup", "ext", "-n", NS, "--wait=false")
 
 
 def test_definition_chart_change_rolls_out_and_upgrades(helm: Cluster) -> None:
@@ -270,7 +303,8 @@ def test_recorded_statuses_carry_what_the_projection_reads() -> None:
         assert "Ready" in types, path.name
         assert isinstance(real["lastAttemptedRevision"], str), path.name
         assert all(set(c) == condition_fields for c in real["conditions"]), path.name
-    assert phases >= {"installing", "installed", "upgraded", "failed", "timed-out", "installed-external-artifact"}
+    assert phases >= {"installing", "installed", "upgraded", "failed", "timed-out", "installed-external-artifact",
+                      "stalled"}
     installed = yaml.safe_load((RECORDED / "helmrelease-installed.yaml").read_text())["status"]
     # From a HelmChart source the revision is the bare chart version (from an OCIRepository it would be
     # "<version>+<digest>" with a lastAttemptedRevisionDigest): VERSION shows exactly the chart version.

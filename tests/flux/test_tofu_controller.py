@@ -28,6 +28,7 @@ from localcluster import flux, gitserver, services
 from localcluster.cluster import Cluster
 
 from tests.flux import tofu
+from tests.flux.kstatus import verdict
 from tests.kube import ROOT, Api, get_json, kubectl, wait_for
 from tests.recorded import record_or_check_terraform
 
@@ -154,6 +155,7 @@ def test_auto_approval_plans_applies_and_writes_outputs(stack: Cluster) -> None:
     record_or_check_terraform("applied", get_json(stack, TF, "widget-alpha", "-n", NS))
     app = app_of(stack, "widgets", "alpha")
     assert condition(app, "Ready")["status"] == "True"
+    assert verdict(app)[0] == "Current"
     assert condition(app, "Applied")["status"] == "True"
     written = outputs(stack, "alpha")
     assert json.loads(written["received"]) == {"size": 3, "zones": ["a", "b"],
@@ -207,6 +209,9 @@ def test_manual_approval_with_the_printed_command_every_time(stack: Cluster) -> 
     kubectl(stack, "patch", "gadget", "beta", "-n", NS, "--type=merge", "-p", '{"spec":{"size":5}}')
     shown = wait_status(stack, "gadgets", "beta", "AwaitingApproval")
     assert shown["PLAN"] == pending, "tofu-controller gave the new plan a new id: the same-id case is not exercised"
+    # Ready may still say True from the last apply; kstatus must read the wait for approval as in progress
+    status, said = verdict(app_of(stack, "gadgets", "beta"))
+    assert status == "InProgress" and "approve it with: kubectl annotate gadgets beta" in said, said
     # Re-applying a manifest that still carries the approval approves nothing (a GitOps tool does that).
     kubectl(stack, "annotate", "gadget", "beta", "-n", NS, "--overwrite", f"{APPROVE}={pending}")
     time.sleep(5)
@@ -237,6 +242,9 @@ def test_failed_plan_shows_opentofu_message_and_is_retried(stack: Cluster) -> No
     record_or_check_terraform("failed", get_json(stack, TF, "widget-broken", "-n", NS))
     first = condition(app_of(stack, "widgets", "broken"), "Ready")
     assert "size must be between 1 and 10." in first["message"], first
+    # only a changed spec helps: Failed for kstatus, though tofu-controller keeps retrying
+    status, said = verdict(app_of(stack, "widgets", "broken"))
+    assert status == "Failed" and "size must be between 1 and 10." in said, said
 
     def retried() -> bool:
         events = get_json(stack, "events", "-n", NS, "--field-selector",
@@ -246,6 +254,7 @@ def test_failed_plan_shows_opentofu_message_and_is_retried(stack: Cluster) -> No
     wait_for(retried, "tofu-controller to retry the failed plan after retryInterval", timeout=120, interval=2)
     kubectl(stack, "patch", "widget", "broken", "-n", NS, "--type=merge", "-p", '{"spec":{"size":4}}')
     wait_status(stack, "widgets", "broken", "Ready")
+    assert verdict(app_of(stack, "widgets", "broken"))[0] == "Current"  # Failed was not for ever
 
 
 def test_delete_shows_deleting_while_the_destroy_runs(stack: Cluster) -> None:
@@ -301,6 +310,7 @@ def test_drift_shows_as_drifted(stack: Cluster) -> None:
     assert shown["READY"] == "False"
     ready = condition(app_of(stack, "gadgets", "drifty"), "Ready")
     assert ready["reason"] == "DriftDetected" and "size" in ready["message"], ready
+    assert verdict(app_of(stack, "gadgets", "drifty"))[0] == "Failed"  # a manual kind waits for a human
     record_or_check_terraform("drifted", get_json(stack, TF, "gadget-drifty", "-n", NS))
 
 

@@ -61,6 +61,29 @@ def test_definitions_accepted(helm: Cluster) -> None:
     for name in ("postgres", "redis"):
         cond = wait_for(lambda n=name: _accepted(helm, n), f"{name} Accepted condition")
         assert cond["status"] == "True" and cond["reason"] == "Accepted"
+        defn = get_json(helm, "applicationdefinitions", name)
+        # served, so Ready; as kstatus reads it: the generation acted on, nothing in progress, nothing stalled
+        assert defn["status"]["observedGeneration"] == defn["metadata"]["generation"]
+        conds = {c["type"]: (c["status"], c["reason"]) for c in defn["status"]["conditions"]}
+        assert conds == {"Accepted": ("True", "Accepted"), "Ready": ("True", "Served"),
+                         "Reconciling": ("False", "Served"), "Stalled": ("False", "Accepted")}
+
+
+def test_a_rejected_definition_is_stalled_and_not_ready(helm: Cluster) -> None:
+    broken = load_fixture("redis.yaml")
+    broken["metadata"]["name"] = "redis-twin"  # claims the kind redis already serves
+    kubectl(helm, "apply", "-f", "-", input=json.dumps(broken))
+    try:
+        cond = wait_for(lambda: _accepted(helm, "redis-twin"), "redis-twin Accepted condition")
+        assert (cond["status"], cond["reason"]) == ("False", "KindConflict")
+        defn = get_json(helm, "applicationdefinitions", "redis-twin")
+        assert defn["status"]["observedGeneration"] == defn["metadata"]["generation"]
+        conds = {c["type"]: c for c in defn["status"]["conditions"]}
+        assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", "KindConflict")
+        assert conds["Stalled"]["message"] == cond["message"]
+        assert (conds["Ready"]["status"], conds["Reconciling"]["status"]) == ("False", "False")
+    finally:
+        kubectl(helm, "delete", "applicationdefinitions", "redis-twin", "--wait=false")
 
 
 def test_create_emits_helmrelease_exactly(helm: Cluster) -> None:
@@ -120,16 +143,30 @@ def test_get_table_and_yaml(helm: Cluster) -> None:
 
 def test_status_projection_follows_helmrelease(helm: Cluster, reference: Any, api: Api) -> None:
     kubectl(helm, "apply", "-f", "-", input=app_manifest("Redis", "status", {}))
-    for phase, ready in (("helmrelease-installing", "Unknown"), ("helmrelease-installed", "True"),
-                         ("helmrelease-failed", "False")):
+    created = get_json(helm, "redis", "status", "-n", NS)
+    # no controller has seen it: the CRD's -1 (nothing observed), and in progress for kstatus
+    assert created["status"]["observedGeneration"] == -1
+    reconciling = {c["type"]: c for c in created["status"]["conditions"]}["Reconciling"]
+    assert (reconciling["status"], reconciling["reason"]) == ("True", "LatestGenerationNotObserved")
+    assert reconciling["message"] == "waiting for helm-controller to observe generation 1"
+    # (phase, the Application's Ready, its Reconciling): helm-controller's -1 and Progressing while installing,
+    # Current once installed, its retry of a failed install still in progress
+    for phase, ready, reconciling in (("helmrelease-installing", "Unknown", "Progressing"),
+                                      ("helmrelease-installed", "True", "Succeeded"),
+                                      ("helmrelease-failed", "False", "ProgressingWithRetry")):
         status = reference(phase)["status"]
         code, body = api.request("PATCH", f"/apis/helm.toolkit.fluxcd.io/v2/namespaces/{NS}/helmreleases/"
                                  "redis-status/status", {"status": status},
                                  content_type="application/merge-patch+json")
         assert code == 200, body
         app = get_json(helm, "redis", "status", "-n", NS)
+        assert app["metadata"]["generation"] == 1
+        assert app["status"]["observedGeneration"] == status["observedGeneration"]
         wanted = {c["type"]: c for c in status.get("conditions", []) if c["type"] in ("Ready", "Released")}
-        assert {c["type"]: c for c in app["status"].get("conditions", [])} == wanted
+        shown = {c["type"]: c for c in app["status"].get("conditions", [])}
+        assert {t: shown[t] for t in wanted} == wanted
+        assert (shown["Reconciling"]["status"] == "True") == (reconciling != "Succeeded")
+        assert shown["Reconciling"]["reason"] == reconciling and shown["Stalled"]["status"] == "False"
         if status.get("lastAttemptedRevision"):
             assert app["status"]["version"] == status["lastAttemptedRevision"]
         row = kubectl(helm, "get", "redis", "status", "-n", NS, "--no-headers").stdout.split()

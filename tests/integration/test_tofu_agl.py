@@ -151,6 +151,12 @@ def test_definitions_accepted(tofu: Cluster) -> None:
     for name in ("vpc", "s3bucket"):
         cond = wait_for(lambda n=name: accepted(tofu, n), f"{name} Accepted condition")
         assert cond["status"] == "True" and cond["reason"] == "Accepted", cond
+        defn = get_json(tofu, "tofuapplicationdefinitions", name)
+        # served, so Ready; as kstatus reads it: the generation acted on, nothing in progress, nothing stalled
+        assert defn["status"]["observedGeneration"] == defn["metadata"]["generation"]
+        conds = {c["type"]: (c["status"], c["reason"]) for c in defn["status"]["conditions"]}
+        assert conds == {"Accepted": ("True", "Accepted"), "Ready": ("True", "Served"),
+                         "Reconciling": ("False", "Served"), "Stalled": ("False", "Accepted")}
     out = kubectl(tofu, "get", "tofuapplicationdefinitions").stdout.splitlines()
     assert out[0].split()[:3] == ["NAME", "KIND", "ACCEPTED"]
 
@@ -237,6 +243,35 @@ def test_generation_is_the_terraforms(tofu: Cluster) -> None:
     apply(tofu, "VPC", "gen", {"region": "eu-west-2"})
     second = get_json(tofu, "vpc", "gen", "-n", NS)["metadata"]["generation"]
     assert second == tf(tofu, "vpc-gen")["metadata"]["generation"] and second > first
+
+
+def test_status_projection_follows_the_terraform(tofu: Cluster, api: Api, reference: Any) -> None:
+    """tofu-controller's recorded statuses written onto the Terraform's status subresource: the Application
+    reads them with the stack's kstatus meaning (the verdicts of the real kstatus: tests/flux/test_kstatus.py)."""
+    apply(tofu, "VPC", "kst", {"region": "eu-west-1"})
+    created = get_json(tofu, "vpc", "kst", "-n", NS)
+    assert created["status"]["observedGeneration"] == -1  # the CRD's default: tofu-controller has not seen it
+    assert conditions(created)["Reconciling"]["reason"] == "LatestGenerationNotObserved"
+    assert conditions(created)["Reconciling"]["status"] == "True"
+    assert conditions(created)["Reconciling"]["message"] == "waiting for tofu-controller to observe generation 1"
+    # (recording, Ready, Reconciling, Stalled) as (status, reason); every recording is of generation 1
+    for phase, expected in (
+            ("terraform-planning", {"Ready": ("Unknown", "Progressing"), "Reconciling": ("True", "Progressing"),
+                                    "Stalled": ("False", "NotStalled")}),
+            ("terraform-failed", {"Ready": ("False", "TFExecPlanFailed"), "Reconciling": ("False", "Stalled"),
+                                  "Stalled": ("True", "TFExecPlanFailed")}),
+            ("terraform-applied", {"Ready": ("True", "TerraformOutputsWritten"),
+                                   "Reconciling": ("False", "Succeeded"), "Stalled": ("False", "NotStalled")})):
+        status = reference(phase)["status"]
+        code, body = api.request("PATCH", f"{TF_API}/namespaces/{NS}/terraforms/vpc-kst/status", {"status": status},
+                                 content_type="application/merge-patch+json")
+        assert code == 200, body
+        app = get_json(tofu, "vpc", "kst", "-n", NS)
+        assert app["metadata"]["generation"] == 1 and app["status"]["observedGeneration"] == status[
+            "observedGeneration"], phase
+        shown = conditions(app)
+        assert {t: (shown[t]["status"], shown[t]["reason"]) for t in expected} == expected, phase
+    kubectl(tofu, "delete", "vpc", "kst", "-n", NS, "--wait=false")
 
 
 def test_bucket_emits_terraform_verbatim_and_manual(tofu: Cluster) -> None:
@@ -525,6 +560,11 @@ def test_broken_definitions_are_rejected_and_isolated(tofu: Cluster, api: Api) -
         for name, (defn, reason) in cases.items():
             cond = wait_for(lambda n=name: accepted(tofu, n), f"{name} Accepted condition")
             assert cond["status"] == "False" and cond["reason"] == reason, (name, cond)
+            # only its author can fix it: Stalled (kstatus Failed), not Ready, nothing in progress
+            conds = {c["type"]: c for c in get_json(tofu, "tofuapplicationdefinitions", name)["status"]["conditions"]}
+            assert {t: (conds[t]["status"], conds[t]["reason"]) for t in ("Ready", "Reconciling", "Stalled")} == {
+                "Ready": ("False", reason), "Reconciling": ("False", reason), "Stalled": ("True", reason)}, name
+            assert conds["Stalled"]["message"] == cond["message"]
             event = wait_for(lambda n=name, r=reason: next(
                 (e for e in events_of(tofu, n) if e["reason"] == r), None), f"{name} {reason} event")
             assert event["type"] == "Warning"

@@ -139,8 +139,12 @@ def make_hr(
     extra_labels: dict[str, str] | None = None,
     extra_annotations: dict[str, str] | None = None,
     deleting: bool = False,
+    generation: int | None = None,
 ) -> JSON:
-    """A HelmRelease as it sits in the cluster: what we emit, plus server- and Flux-owned fields."""
+    """A HelmRelease as it sits in the cluster: what we emit, plus server- and Flux-owned fields.
+
+    Its ``generation`` is, unless given, the one the recorded ``status`` was written for
+    (``lastAttemptedGeneration``), else 2."""
     hr = build(
         defn,
         make_app(
@@ -171,6 +175,10 @@ def make_hr(
         meta["deletionGracePeriodSeconds"] = 0
     if status is not None:
         hr["status"] = load_status(status)
+    if generation is not None:
+        meta["generation"] = generation
+    elif status is not None:
+        meta["generation"] = hr["status"]["lastAttemptedGeneration"]
     return hr
 
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from shared.service.acceptance import (
     Claim,
     Verdict,
     arbitrate,
     condition,
+    conditions_changed,
     decide,
     format_time,
     naming_conflict,
     set_condition,
     spec_schema_problem,
+    status_conditions,
 )
 
 T1 = "2024-01-01T00:00:00Z"
@@ -149,3 +152,42 @@ def test_set_condition_replaces_in_place() -> None:
 def test_format_time() -> None:
     assert format_time("2024-05-01T10:00:00+02:00") == "2024-05-01T08:00:00Z"
     assert format_time(datetime(2024, 5, 1, 10, 0, 0)) == "2024-05-01T10:00:00Z"
+
+
+def kstatus_view(conditions: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in conditions}
+
+
+def test_an_accepted_and_served_definition_is_ready() -> None:
+    conds = status_conditions(Verdict.ok("the kind Db is served"), True, 3, None, T1)
+    assert [c["type"] for c in conds] == ["Accepted", "Ready", "Reconciling", "Stalled"]
+    assert kstatus_view(conds) == {"Accepted": ("True", "Accepted"), "Ready": ("True", "Served"),
+                                   "Reconciling": ("False", "Served"), "Stalled": ("False", "Accepted")}
+    assert all(c["observedGeneration"] == 3 and c["lastTransitionTime"] == T1 for c in conds)
+
+
+def test_an_accepted_definition_not_served_yet_is_reconciling() -> None:
+    conds = status_conditions(Verdict.ok(), False, 3, None, T1)
+    assert kstatus_view(conds)["Ready"] == ("False", "NotServedYet")
+    assert kstatus_view(conds)["Reconciling"] == ("True", "NotServedYet")
+    assert kstatus_view(conds)["Stalled"][0] == "False"
+
+
+def test_a_rejected_definition_is_stalled_with_the_reason() -> None:
+    conds = status_conditions(Verdict.reject("KindConflict", "dbs already served by 'a'"), False, 4, None, T1)
+    assert kstatus_view(conds) == {"Accepted": ("False", "KindConflict"), "Ready": ("False", "KindConflict"),
+                                   "Reconciling": ("False", "KindConflict"), "Stalled": ("True", "KindConflict")}
+    stalled = next(c for c in conds if c["type"] == "Stalled")
+    assert stalled["message"] == "dbs already served by 'a'"
+
+
+def test_definition_conditions_keep_others_order_and_unchanged_transitions() -> None:
+    first = status_conditions(Verdict.ok(), True, 1, [{"type": "Custom", "status": "True"}], T1)
+    assert [c["type"] for c in first] == ["Custom", "Accepted", "Ready", "Reconciling", "Stalled"]
+    again = status_conditions(Verdict.ok(), True, 2, first, T2)
+    assert {c["type"]: c.get("lastTransitionTime") for c in again if c["type"] != "Custom"} == dict.fromkeys(
+        ("Accepted", "Ready", "Reconciling", "Stalled"), T1)
+    assert conditions_changed(first, again)  # the generation moved on
+    assert not conditions_changed(again, status_conditions(Verdict.ok(), True, 2, again, T2))
+    flipped = status_conditions(Verdict.reject("InvalidSchema", "bad"), False, 3, again, T2)
+    assert next(c for c in flipped if c["type"] == "Stalled")["lastTransitionTime"] == T2

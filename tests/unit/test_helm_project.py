@@ -9,11 +9,12 @@ import pytest
 from helm_agl.build import build
 from helm_agl.names import GROUP, SHARDING_LABEL
 from helm_agl.project import COLUMNS, project_status, ready_status, table_cells, to_application
+from shared.bodies import JSON
 from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, make_app, make_hr
 
 
 def test_read_back_identity_and_metadata() -> None:
-    hr = make_hr(user_labels={"team": "data"}, user_annotations={"note": "hi"}, status="installed")
+    hr = make_hr(user_labels={"team": "data"}, user_annotations={"note": "hi"}, status="installed", generation=2)
     app = to_application(DEFN, hr, group=GROUP)
     assert app is not None
     assert app["apiVersion"] == "apps.cozystack.io/v1alpha1"
@@ -100,37 +101,91 @@ def test_read_back_with_empty_schema_is_values() -> None:
     assert app["spec"] == {"a": 1}
 
 
-#: Each status helm-controller v1.6.2 wrote (tests/data/status/helmrelease-<phase>.yaml) and the Ready and
-#: Released condition statuses it carries; a failed install also carries Reconciling (retrying), which stays hidden.
+#: Each status helm-controller v1.6.2 wrote (tests/data/status/helmrelease-<phase>.yaml), on a HelmRelease of the
+#: generation it was written for: the Application's observedGeneration, its Ready status (helm-controller's own
+#: condition), Reconciling (status, reason) and whether Released is there.
 RECORDED_PHASES = [
-    ("installing", "Unknown", None),
-    ("installed", "True", "True"),
-    ("installed-external-artifact", "True", "True"),
-    ("upgraded", "True", "True"),
-    ("failed", "False", "False"),
-    ("timed-out", "False", "False"),
+    # The first install runs: helm-controller's -1 and its Progressing reach kstatus as they are.
+    ("installing", -1, "Unknown", ("True", "Progressing"), None),
+    ("installed", 1, "True", ("False", "Succeeded"), "True"),
+    ("installed-external-artifact", 1, "True", ("False", "Succeeded"), "True"),
+    ("upgraded", 2, "True", ("False", "Succeeded"), "True"),
+    # RetryOnFailure retries a failed install forever: still work in progress, never Stalled.
+    ("failed", 1, "False", ("True", "ProgressingWithRetry"), "False"),
+    ("timed-out", 1, "False", ("True", "ProgressingWithRetry"), "False"),
+    # helm-controller gave up (default remediation, no retries): its Stalled decides, nothing in progress.
+    ("stalled", 2, "False", ("False", "Stalled"), "False"),
 ]
 
 
-@pytest.mark.parametrize(("phase", "ready", "released"), RECORDED_PHASES)
-def test_status_projection_from_recorded_statuses(phase: str, ready: str, released: str | None) -> None:
+def conditions_of(app: JSON) -> dict[str, JSON]:
+    return {c["type"]: c for c in app["status"]["conditions"]}
+
+
+@pytest.mark.parametrize(("phase", "observed", "ready", "reconciling", "released"), RECORDED_PHASES)
+def test_status_projection_from_recorded_statuses(phase: str, observed: int, ready: str,
+                                                  reconciling: tuple[str, str], released: str | None) -> None:
     hr = make_hr(status=phase)
     app = to_application(DEFN, hr, group=GROUP)
     assert app is not None
     flux = hr["status"]
+    recorded = {c["type"]: c for c in flux["conditions"]}
     assert app["status"]["version"] == flux["lastAttemptedRevision"]
-    expected = [c for c in flux["conditions"] if c["type"] in ("Ready", "Released")]
-    assert app["status"]["conditions"] == expected  # copied as they are, in Flux's order
-    assert [c["status"] for c in app["status"]["conditions"]] == [s for s in (ready, released) if s]
-    assert set(app["status"]) == {"version", "conditions"}  # history, failures, inventory... stay hidden
+    assert app["status"]["observedGeneration"] == observed == flux["observedGeneration"]
+    conds = conditions_of(app)
+    assert [c["type"] for c in app["status"]["conditions"]] == ["Ready", "Reconciling", "Stalled"] + (
+        ["Released"] if released else [])
+    assert conds["Ready"] == recorded["Ready"]  # helm-controller's, as it wrote it
+    if released:
+        assert conds["Released"] == recorded["Released"]
+    assert (conds["Reconciling"]["status"], conds["Reconciling"]["reason"]) == reconciling
+    assert conds["Stalled"]["status"] == ("True" if phase == "stalled" else "False")
+    assert set(app["status"]) == {"observedGeneration", "version", "conditions"}  # history, inventory... hidden
     assert ready_status(app) == ready
 
 
-def test_status_without_flux_status() -> None:
+def test_a_retried_failure_says_what_failed() -> None:
+    app = to_application(DEFN, make_hr(status="failed"), group=GROUP)
+    assert app is not None
+    message = conditions_of(app)["Reconciling"]["message"]
+    assert "replicas: 10 is more than this chart supports (9)" in message and "retrying after 30s" in message
+
+
+def test_status_before_helm_controller_saw_it() -> None:
+    """Just created: no observedGeneration (nothing was observed) and Reconciling True, so kstatus says
+    InProgress although it skips its generation check."""
     app = to_application(DEFN, make_hr(), group=GROUP)
     assert app is not None
-    assert app["status"] == {}
+    assert "observedGeneration" not in app["status"]
+    conds = conditions_of(app)
+    assert (conds["Reconciling"]["status"], conds["Reconciling"]["reason"]) == ("True", "LatestGenerationNotObserved")
+    assert "helm-controller" in conds["Reconciling"]["message"]
+    assert conds["Ready"]["status"] == "Unknown" and conds["Stalled"]["status"] == "False"
     assert ready_status(app) == "Unknown"
+
+
+def test_a_newer_generation_is_in_progress_and_not_ready() -> None:
+    """The spec changed after the install: the install's Ready True is about generation 1, not 3."""
+    app = to_application(DEFN, make_hr(status="installed", generation=3), group=GROUP)
+    assert app is not None
+    assert app["status"]["observedGeneration"] == 1
+    conds = conditions_of(app)
+    assert (conds["Reconciling"]["status"], conds["Reconciling"]["reason"]) == ("True", "LatestGenerationNotObserved")
+    assert conds["Ready"]["status"] == "Unknown" and conds["Ready"]["observedGeneration"] == 3
+    assert conds["Released"]["status"] == "True"  # what helm-controller last said about the release
+
+
+def test_helm_controllers_stalled_is_kept() -> None:
+    """helm-controller gave up (remediation retries exhausted) with Stalled True: Failed for kstatus."""
+    hr = make_hr(status="stalled")
+    recorded = {c["type"]: c for c in hr["status"]["conditions"]}
+    app = to_application(DEFN, hr, group=GROUP)
+    assert app is not None
+    conds = conditions_of(app)
+    assert (conds["Stalled"]["status"], conds["Stalled"]["reason"]) == ("True", recorded["Stalled"]["reason"])
+    assert conds["Stalled"]["message"] == recorded["Stalled"]["message"]
+    assert conds["Reconciling"]["status"] == "False"
+    assert conds["Ready"] == recorded["Ready"]
 
 
 @pytest.mark.parametrize("labels", FOREIGN_LABELS)
@@ -186,11 +241,14 @@ def test_table_cells_before_flux_reports() -> None:
     assert table_cells(app) == ["db1", "Unknown", "2026-09-10T09:00:01Z", ""]
 
 
-def test_status_shows_only_ready_and_released() -> None:
-    hr = make_hr()
+def test_status_shows_only_the_kstatus_conditions_and_released() -> None:
+    hr = make_hr(generation=4)
     hr["status"] = {
+        "observedGeneration": 4,
         "lastAttemptedRevision": "1.0.0",
-        "conditions": [{"type": "Stalled", "status": "True"}, {"type": "Released", "status": "False"}],
+        "conditions": [{"type": "TestSuccess", "status": "True"}, {"type": "Released", "status": "False"}],
         "history": [{"chartVersion": "1.0.0"}],
     }
-    assert project_status(hr) == {"version": "1.0.0", "conditions": [{"type": "Released", "status": "False"}]}
+    status = project_status(hr)
+    assert set(status) == {"observedGeneration", "version", "conditions"}
+    assert [c["type"] for c in status["conditions"]] == ["Ready", "Reconciling", "Stalled", "Released"]

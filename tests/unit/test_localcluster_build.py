@@ -109,3 +109,15 @@ def test_without_a_copy_the_proxy_is_asked(tmp_path: Path, monkeypatch: pytest.M
 def test_the_wrapper_module_replaces_by_path() -> None:
     assert build._replacement("github.com/flux-iac/tofu-controller/api", "/abs/api") == "/abs/api"
     assert build._replacement("x.io/m", "v1.2.3") == "x.io/m v1.2.3"
+
+
+def test_the_kstatus_tool_is_built_from_its_own_main_against_the_pinned_kstatus(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    target = build.kstatus_target()
+    assert (target.module, target.version) == (versions.KSTATUS_MODULE, versions.KSTATUS)
+    assert target.main_source == build.KSTATUS_MAIN.read_text()
+    assert '"github.com/fluxcd/cli-utils/pkg/kstatus/status"' in target.main_source
+    changed = tmp_path / "kstatus_verdict.go"
+    changed.write_text(target.main_source + "\n// changed\n")
+    monkeypatch.setattr(build, "KSTATUS_MAIN", changed)
+    assert build.kstatus_target().binary != target.binary  # a changed main is never a stale cached binary

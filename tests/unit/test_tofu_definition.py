@@ -239,8 +239,9 @@ async def test_shared_state_suffix_gets_a_condition_an_event_and_no_kind() -> No
     obj = make(load("vpc"), spec__terraform__backendConfig={"secretSuffix": "vpc"}).to_object()
     await reconciler.on_event("ADDED", obj)
     assert registry.served == {} and registry.verdicts["vpc"].reason == "SharedStateSuffix"
-    [condition] = status.patches[0]["status"]["conditions"]
-    assert (condition["type"], condition["status"], condition["reason"]) == ("Accepted", "False", "SharedStateSuffix")
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status.patches[0]["status"]["conditions"]}
+    assert conditions == {"Accepted": ("False", "SharedStateSuffix"), "Ready": ("False", "SharedStateSuffix"),
+                          "Reconciling": ("False", "SharedStateSuffix"), "Stalled": ("True", "SharedStateSuffix")}
     assert [(t, r) for t, r, _ in events.emitted] == [("Warning", "SharedStateSuffix")]
 
 

@@ -68,11 +68,15 @@ def recorded_types(tf: dict[str, Any]) -> set[str]:
 
 
 def shown_as(condition: dict[str, Any], type_: str) -> dict[str, Any]:
-    """A recorded ``condition`` as the Application shows it: named ``type_``, without the Terraform's
-    observedGeneration (it counts the Terraform's generations, not the Application's)."""
-    shown = {**condition, "type": type_}
-    del shown["observedGeneration"]
-    return shown
+    """A recorded ``condition`` as the Application shows it: named ``type_``, its observedGeneration kept
+    (the Application's generation is the Terraform's)."""
+    return {**condition, "type": type_}
+
+
+def kstatus_view(projected: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """(status, reason) of the projected Ready, Reconciling and Stalled conditions."""
+    conds = conditions(projected)
+    return {t: (conds[t]["status"], conds[t]["reason"]) for t in ("Ready", "Reconciling", "Stalled")}
 
 
 def secret_name(tf: dict[str, Any]) -> str:
@@ -122,14 +126,17 @@ def stalled(tf: dict[str, Any]) -> dict[str, Any]:
 def test_planning(reference: Loader) -> None:
     tf = terraform(reference, "planning", approve="auto")
     ready = recorded_condition(tf, "Ready")
-    # tofu-controller's Reconciling condition (reason Progressing) is its own bookkeeping: not shown
+    # tofu-controller's Reconciling condition (reason Progressing) and its -1 say it is working on it
     assert "Reconciling" in recorded_types(tf)
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert project.phase(tf) == "Planning"
     assert out["phase"] == "Planning"
     assert conds["Ready"] == shown_as(ready, "Ready")
-    assert set(conds) == {"Ready", "AwaitingApproval"}  # no Planned/Applied yet, no Reconciling
+    assert set(conds) == {"Ready", "Reconciling", "Stalled", "AwaitingApproval"}  # no Planned/Applied yet
+    assert out["observedGeneration"] == tf["status"]["observedGeneration"] == -1
+    assert kstatus_view(out)["Reconciling"] == ("True", recorded_condition(tf, "Reconciling")["reason"])
+    assert conds["Stalled"]["status"] == "False"
     assert conds["AwaitingApproval"] == nothing_awaits(ready)
     assert "version" not in out and "plan" not in out
     assert out["outputs"] == {"secretName": secret_name(tf), "names": []}
@@ -147,7 +154,13 @@ def test_no_status_at_all_is_planning() -> None:
     tf = {"metadata": {"name": "vpc-net"}, "spec": {"approvePlan": "auto"}}
     out = project.project_status(tf, COMMAND)
     assert out["phase"] == "Planning"
-    assert [c["type"] for c in out["conditions"]] == ["AwaitingApproval"]
+    assert [c["type"] for c in out["conditions"]] == ["Ready", "Reconciling", "Stalled", "AwaitingApproval"]
+    # nothing observed yet: no observedGeneration, and Reconciling True so that kstatus says InProgress
+    assert "observedGeneration" not in out
+    assert kstatus_view(out) == {"Ready": ("Unknown", "LatestGenerationNotObserved"),
+                                 "Reconciling": ("True", "LatestGenerationNotObserved"),
+                                 "Stalled": ("False", "NotStalled")}
+    assert "tofu-controller" in conditions(out)["Reconciling"]["message"]
     assert "outputs" not in out
 
 
@@ -169,7 +182,10 @@ def test_pending_plan_awaits_approval_with_exact_command(reference: Loader) -> N
     assert awaiting["lastTransitionTime"] == planned["lastTransitionTime"]  # since the plan was made
     assert conds["Planned"] == shown_as(planned, "Planned")
     assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
-    assert "Reconciling" not in conds
+    # waiting for the user is work in progress, not a failure; the message is the one to act on
+    assert kstatus_view(out)["Reconciling"] == ("True", "AwaitingApproval")
+    assert conds["Reconciling"]["message"] == awaiting["message"]
+    assert conds["Stalled"]["status"] == "False"
     assert out["plan"] == {"pending": pending}
     cells = project.table_cells(app_for(tf))
     assert cells[2:4] == ["AwaitingApproval", pending]
@@ -191,6 +207,8 @@ def test_approved_pending_plan_is_applying(reference: Loader, approve: str) -> N
     awaiting = conditions(out)["AwaitingApproval"]
     assert awaiting["status"] == "False"
     assert awaiting["reason"] == "PlanApproved"
+    assert kstatus_view(out)["Reconciling"] == ("True", "Applying")
+    assert PLAN_ID in conditions(out)["Reconciling"]["message"]
 
 
 def test_apply_in_progress_is_applying(reference: Loader) -> None:
@@ -226,7 +244,10 @@ def test_applied(reference: Loader) -> None:
     assert conds["AwaitingApproval"] == nothing_awaits(ready)
     # tofu-controller's Output condition is not shown: outputs are status.outputs
     assert "Output" in recorded_types(tf) and "Output" not in conds
-    assert set(conds) == {"Ready", "Applied", "Planned", "AwaitingApproval"}
+    assert set(conds) == {"Ready", "Reconciling", "Stalled", "Applied", "Planned", "AwaitingApproval"}
+    assert out["observedGeneration"] == status["observedGeneration"]
+    assert kstatus_view(out) == {"Ready": ("True", ready["reason"]), "Reconciling": ("False", "Succeeded"),
+                                 "Stalled": ("False", "NotStalled")}
     assert out["version"] == status["lastAppliedRevision"]
     assert out["plan"] == {"lastApplied": status["plan"]["lastApplied"]}
     assert out["outputs"] == {"secretName": secret_name(tf), "names": status["availableOutputs"]}
@@ -237,17 +258,28 @@ def test_applied(reference: Loader) -> None:
 
 
 @pytest.mark.parametrize("phase", PHASES)
-def test_conditions_do_not_carry_the_terraform_generation(reference: Loader, phase: str) -> None:
+def test_conditions_carry_the_generation_they_describe(reference: Loader, phase: str) -> None:
+    """The Application's generation is the Terraform's, so tofu-controller's per-condition observedGeneration
+    is kept (``kubectl wait --for=condition=Ready`` compares it with metadata.generation)."""
     tf = terraform(reference, phase)
-    assert all("observedGeneration" in c for c in tf["status"].get("conditions") or [])
+    recorded = {c["type"]: c["observedGeneration"] for c in tf["status"].get("conditions") or []}
     out = project.project_status(tf, COMMAND)
-    assert all("observedGeneration" not in c for c in out["conditions"])
+    copied = {"Planned": "Plan", "Applied": "Apply"}
+    for cond in out["conditions"]:
+        if cond["type"] in copied and copied[cond["type"]] in recorded:
+            assert cond["observedGeneration"] == recorded[copied[cond["type"]]]
 
 
 def test_ready_on_an_older_generation_is_planning(reference: Loader) -> None:
     observed = reference("terraform-applied")["status"]["observedGeneration"]
     tf = terraform(reference, "applied", generation=observed + 1)
     assert project.phase(tf) == "Planning"
+    out = project.project_status(tf, COMMAND)
+    # the Ready True is about the older generation: not Ready for this one, and work in progress
+    assert out["observedGeneration"] == observed
+    assert kstatus_view(out) == {"Ready": ("Unknown", "LatestGenerationNotObserved"),
+                                 "Reconciling": ("True", "LatestGenerationNotObserved"),
+                                 "Stalled": ("False", "NotStalled")}
 
 
 def test_outputs_without_secret(reference: Loader) -> None:
@@ -263,7 +295,8 @@ def test_outputs_without_secret(reference: Loader) -> None:
 
 def test_failed(reference: Loader) -> None:
     # A failed plan as tofu-controller leaves a Terraform of tofu_agl: Ready False and nothing else,
-    # since without spec.remediation it retries forever and never marks it Stalled.
+    # since without spec.remediation it retries forever and never marks it Stalled.  OpenTofu refused a
+    # variable: only a changed spec helps, so the Application is Stalled (project.NEEDS_A_HUMAN).
     tf = terraform(reference, "failed", approve="auto")
     ready = recorded_condition(tf, "Ready")
     assert ready["status"] == "False"
@@ -271,7 +304,10 @@ def test_failed(reference: Loader) -> None:
     conds = conditions(out)
     assert out["phase"] == "Failed"
     assert conds["Ready"] == shown_as(ready, "Ready")  # OpenTofu's error, word for word
-    assert set(conds) == {"Ready", "AwaitingApproval"}
+    assert set(conds) == {"Ready", "Reconciling", "Stalled", "AwaitingApproval"}
+    assert kstatus_view(out)["Stalled"] == ("True", "TFExecPlanFailed")
+    assert conds["Stalled"]["message"] == ready["message"]
+    assert conds["Reconciling"]["status"] == "False"
     # nothing was ever applied: no version, no outputs yet
     assert "lastAppliedRevision" not in tf["status"] and "version" not in out
     assert out["outputs"] == {"secretName": secret_name(tf), "names": []}
@@ -283,7 +319,7 @@ def test_stalled_is_shown_and_failed(reference: Loader) -> None:
     out = project.project_status(tf, COMMAND)
     conds = conditions(out)
     assert out["phase"] == "Failed"
-    assert conds["Stalled"] == shown_as(recorded_condition(tf, "Stalled"), "Stalled")
+    assert kstatus_view(out)["Stalled"] == ("True", "TFExecPlanFailed")  # Ready's failure, decided first
     assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
 
 
@@ -292,6 +328,21 @@ def test_stalled_alone_is_failed(reference: Loader) -> None:
     tf = stalled(terraform(reference, "failed"))
     recorded_condition(tf, "Ready")["status"] = "Unknown"
     assert project.phase(tf) == "Failed"
+    out = project.project_status(tf, COMMAND)
+    # tofu-controller's own Stalled is kept; Ready reads False with its words, as kstatus reads Failed
+    assert kstatus_view(out) == {"Ready": ("False", "RetryLimitReached"), "Reconciling": ("False", "Stalled"),
+                                 "Stalled": ("True", "RetryLimitReached")}
+
+
+def test_a_failure_a_retry_may_fix_is_in_progress(reference: Loader) -> None:
+    # DERIVED from the failed recording: the same Ready False with a reason tofu-controller writes when the
+    # module's source is not ready yet; it retries every retryInterval, so no human is needed yet.
+    tf = terraform(reference, "failed", approve="auto")
+    recorded_condition(tf, "Ready")["reason"] = "ArtifactFailed"
+    out = project.project_status(tf, COMMAND)
+    assert out["phase"] == "Failed"
+    assert kstatus_view(out)["Reconciling"] == ("True", "ArtifactFailed")
+    assert kstatus_view(out)["Stalled"][0] == "False"
 
 
 def test_drift(reference: Loader) -> None:
@@ -306,6 +357,18 @@ def test_drift(reference: Loader) -> None:
     assert conds["AwaitingApproval"]["reason"] == "NoPendingPlan"
     assert out["version"] == tf["status"]["lastAppliedRevision"]
     assert project.table_cells(app_for(tf))[1:3] == [ready["status"], "Drifted"]
+    # plans of this kind are approved by hand: tofu-controller waits for a human instead of repairing it
+    assert tf["spec"]["approvePlan"] != "auto"
+    assert kstatus_view(out)["Stalled"] == ("True", "DriftDetected")
+    assert conds["Reconciling"]["status"] == "False"
+
+
+def test_drift_on_an_auto_approved_kind_is_repaired(reference: Loader) -> None:
+    tf = terraform(reference, "drifted", approve="auto")
+    out = project.project_status(tf, COMMAND)
+    assert out["phase"] == "Drifted"
+    assert kstatus_view(out)["Reconciling"] == ("True", "DriftDetected")
+    assert kstatus_view(out)["Stalled"][0] == "False"
 
 
 def test_deleting(reference: Loader) -> None:
@@ -316,7 +379,8 @@ def test_deleting(reference: Loader) -> None:
     conds = conditions(out)
     assert out["phase"] == "Deleting"
     assert conds["Ready"] == shown_as(recorded_condition(tf, "Ready"), "Ready")
-    assert "Reconciling" not in conds and "Output" not in conds
+    assert kstatus_view(out)["Reconciling"] == ("True", "Deleting")
+    assert "Output" not in conds
     assert project.table_cells(app_for(tf))[2] == "Deleting"
 
 

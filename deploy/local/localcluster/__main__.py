@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
     sub = parser.add_subparsers(dest="command", required=True)
-    build_cmd = sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd and helm")
+    build_cmd = sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd, helm and the kstatus "
+                                                    "verdict tool")
     build_cmd.add_argument("--flux", action="store_true",
                            help="also the Flux controllers, tofu-controller and tofu (minutes each when cold)")
     up = sub.add_parser("up", help="start the control plane, install CRDs, the services and the Flux controllers")
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             build.ensure_binaries()
             build.ensure_helm()
+            build.ensure_kstatus()
             if args.flux:
                 build.ensure_tofu()
                 build.ensure_flux()

@@ -91,3 +91,10 @@ DISTRIBUTION = "v3.1.2"
 #: Chosen over moto's server because moto needs botocore, which pins python-dateutil<3 while the
 #: ``kubernetes`` client of the test extra needs >=3: both cannot be in one environment.
 GOFAKES3 = "v1.2.0"
+
+#: kstatus, the library that decides whether an object is healthy for Flux's kustomize-controller (``wait:
+#: true``, health checks) and for cli-utils' appliers. kustomize-controller v1.9.3's go.mod requires Flux's
+#: fork of ``sigs.k8s.io/cli-utils`` at this version, so the verdict tool (``build.kstatus_target``) is
+#: compiled against exactly the rules that controller applies to Applications and definitions.
+KSTATUS_MODULE = "github.com/fluxcd/cli-utils"
+KSTATUS = "v1.2.2"
