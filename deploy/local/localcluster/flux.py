@@ -315,8 +315,8 @@ def start(cluster: Cluster) -> Controllers:
         _start_controller(cluster, "kustomize-controller", binaries.kustomize_controller,
                           [f"--default-service-account={GITOPS_APPLIER}",
                            "--feature-gates=DisableConfigWatchers=true"], port=0)
-        gitops_applier(cluster, SOURCES_NAMESPACE)
         apply_sources(cluster, repository.url)
+        gitops_applier(cluster, SOURCES_NAMESPACE)
         gitserver.apply_sources(cluster, modules)
         ociregistry.apply_sources(cluster, registry)
         bucketserver.apply_sources(cluster, bucket)
