@@ -131,7 +131,8 @@ def get(cluster: Cluster, resource: str, name: str, namespace: str = NS) -> dict
 
 
 def applied(cluster: Cluster, name: str, revision: str) -> dict[str, Any]:
-    """The Kustomization once it has handled a reconcile of ``revision`` (Ready True or False, not Unknown)."""
+    """The Kustomization once a reconcile of ``revision`` ended (Ready True or False for its generation; it
+    writes ``status.observedGeneration`` only on success)."""
 
     def check() -> dict[str, Any] | None:
         ks = get(cluster, KS, name, flux.SOURCES_NAMESPACE)
@@ -139,7 +140,7 @@ def applied(cluster: Cluster, name: str, revision: str) -> dict[str, Any]:
         if ks is None or ready.get("status") not in ("True", "False") \
                 or revision not in ks["status"].get("lastAttemptedRevision", ""):
             return None
-        return ks if ks["status"].get("observedGeneration") == ks["metadata"]["generation"] else None
+        return ks if ready.get("observedGeneration") == ks["metadata"]["generation"] else None
 
     result: dict[str, Any] = wait_for(check, f"Kustomization {name} to handle {revision[:12]}", timeout=SLOW,
                                       interval=1)
@@ -246,7 +247,8 @@ def test_wait_is_ready_only_once_both_applications_are(gitops: Repository) -> No
     release = get_json(cluster, HR, "redis-waited", "-n", NS)
     assert condition(release, "Released").get("status") == "True", release["status"]
     terraform = get_json(cluster, TF, f"{TOFU_PREFIX}waited", "-n", NS)
-    assert condition(terraform).get("reason") == "TFExecApplySucceed", terraform["status"]
+    assert condition(terraform).get("status") == "True" and terraform["status"].get("lastAppliedRevision"), \
+        terraform["status"]
     assert "Health check passed" in condition(ks, "Healthy").get("message", ""), ks["status"]
 
 
