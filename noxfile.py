@@ -34,7 +34,7 @@ def _install(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Lint, type check, the unit tier, then the cluster tiers (integration, contract, flux).
 
-    The binaries the cluster tiers need (the control plane, helm-controller, source-controller,
+    The binaries the cluster tiers need (the control plane, helm-, source- and kustomize-controller,
     tofu) take many minutes to build cold, so the build starts first, in the background, and runs
     while lint, type checks and the unit tier do.
     """

@@ -47,7 +47,7 @@ def flux_controllers(control_plane: Cluster) -> Iterator[flux.Controllers]:
         yield controllers
     finally:
         flux.stop(control_plane)
-        for name in ("helm-controller", "source-controller", "tofu-controller"):
+        for name in flux.CONTROLLERS:
             log = control_plane.logs_dir / f"{name}.log"
             if log.exists():
                 kept = Path(tempfile.gettempdir()) / f"agl-{control_plane.name}-{name}.log"

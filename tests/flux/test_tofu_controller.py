@@ -29,27 +29,17 @@ from localcluster.cluster import Cluster
 
 from tests.flux import tofu
 from tests.flux.kstatus import verdict
-from tests.kube import ROOT, Api, get_json, kubectl, wait_for
+from tests.kube import Api, get_json, kubectl, wait_for
 from tests.recorded import record_or_check_terraform
 
 GROUP = tofu.GROUP
 SLOW = tofu.SLOW
 NS = "tenant-lifecycle"
 TF = "terraforms.infra.contrib.fluxcd.io"
-MODULE = ROOT / "tests" / "data" / "modules" / "lifecycle"
+MODULE = tofu.LIFECYCLE_MODULE
 REPOSITORY = "lifecycle"
 APPROVE = f"{GROUP}/approve-plan"
-
-SCHEMA = {
-    "type": "object",
-    "required": ["size"],
-    "properties": {
-        "size": {"type": "integer"},
-        "zones": {"type": "array", "items": {"type": "string"}, "default": []},
-        "settings": {"type": "object", "default": {"enabled": False},
-                     "properties": {"enabled": {"type": "boolean"}, "label": {"type": "string"}}},
-    },
-}
+SCHEMA = tofu.LIFECYCLE_SCHEMA
 
 
 def lifecycle_definition(cluster: Cluster, kind: str, plural: str, approve: str, **terraform: Any) -> dict[str, Any]:

@@ -15,6 +15,18 @@ from tests.kube import kubectl, wait_for
 GROUP = "tofu.apps.cozystack.io"
 #: How long the real controllers may take for one plan and apply on two busy cores.
 SLOW = 240
+#: The small module of the tier's Tofu kinds (built-ins only), and the schema of kinds that use it.
+LIFECYCLE_MODULE = Path(__file__).resolve().parents[1] / "data" / "modules" / "lifecycle"
+LIFECYCLE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["size"],
+    "properties": {
+        "size": {"type": "integer"},
+        "zones": {"type": "array", "items": {"type": "string"}, "default": []},
+        "settings": {"type": "object", "default": {"enabled": False},
+                     "properties": {"enabled": {"type": "boolean"}, "label": {"type": "string"}}},
+    },
+}
 
 
 def serve_module(cluster: Cluster, name: str, directory: Path) -> str:

@@ -67,6 +67,7 @@ def test_a_local_replace_outside_the_module_is_refused() -> None:
 def test_flux_and_tofu_pins_match_the_crds_they_install() -> None:
     assert versions.HELMRELEASE_CRD.version == versions.HELM_CONTROLLER
     assert {crd.version for crd in versions.SOURCE_CRDS} == {versions.SOURCE_CONTROLLER}
+    assert versions.KUSTOMIZATION_CRD.version == versions.KUSTOMIZE_CONTROLLER
     assert versions.OPENTOFU.startswith("v1.10.")
 
 

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the control plane, install CRDs, the services and the Flux controllers")
     up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
     up.add_argument("--no-flux", action="store_true",
-                    help="skip helm-controller, source-controller, tofu-controller and the source servers")
+                    help="skip the Flux controllers, tofu-controller and the source servers")
     sub.add_parser("down", help="stop the services and the control plane")
     sub.add_parser("status", help="say whether the cluster runs")
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 from . import flux
 
                 controllers = flux.start(cluster)
-                log("source-controller, helm-controller and tofu-controller running; "
+                log(f"{', '.join(reversed(flux.CONTROLLERS))} running; "
                     f"charts served at {controllers.chart_repository}")
             from . import flux, samples
 

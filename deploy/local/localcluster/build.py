@@ -257,6 +257,7 @@ def flux_targets() -> list[GoTarget]:
     return [
         flux_controller_target("helm-controller", versions.HELM_CONTROLLER),
         flux_controller_target("source-controller", versions.SOURCE_CONTROLLER, versions.SOURCE_CONTROLLER_RAISES),
+        flux_controller_target("kustomize-controller", versions.KUSTOMIZE_CONTROLLER),
     ]
 
 
@@ -384,13 +385,15 @@ class FluxBinaries:
     helm_controller: Path
     source_controller: Path
     tofu_controller: Path
+    kustomize_controller: Path
 
 
 def ensure_flux() -> FluxBinaries:
-    """Build (or reuse) helm-controller, source-controller, tofu-controller and the servers of the module sources
-    (several minutes each when cold)."""
+    """Build (or reuse) helm-controller, source-controller, kustomize-controller, tofu-controller and the servers
+    of the module sources (several minutes each when cold)."""
     built = {t.name: build(t) for t in flux_targets()}
-    controllers = FluxBinaries(built["helm-controller"], built["source-controller"], ensure_tofu_controller())
+    controllers = FluxBinaries(built["helm-controller"], built["source-controller"], ensure_tofu_controller(),
+                               built["kustomize-controller"])
     ensure_registry()
     ensure_s3_server()
     return controllers

@@ -1,10 +1,12 @@
 """The main job, shown end to end: both services, sample kinds, generated objects side by side.
 
 Run by ``nox -s demo`` after ``python -m localcluster up``. The real source-controller,
-helm-controller and tofu-controller run next to the services (unless ``up --no-flux``), so the Helm
-kinds are installed and the Tofu kinds planned, approved, applied and destroyed for real: every
-status the demo shows was written by those controllers and OpenTofu. The one stand-in is cozystack's
-artifact publisher (the postgres chart's ExternalArtifact), said so in the output and on the object.
+helm-controller, tofu-controller and kustomize-controller run next to the services (unless ``up
+--no-flux``), so the Helm kinds are installed and the Tofu kinds planned, approved, applied and
+destroyed for real: every status the demo shows was written by those controllers and OpenTofu. It ends
+with the sample Applications applied from git by kustomize-controller and waited on with kstatus. The
+one stand-in is cozystack's artifact publisher (the postgres chart's ExternalArtifact), said so in the
+output and on the object.
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ from typing import Any
 
 import yaml
 
-from . import flux, samples
+from . import flux, gitserver, samples
 from .cluster import Cluster, ClusterError
 from .processes import Process
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 NAMESPACE = "tenant-demo"
+#: Where the Kustomization of the last step applies the sample Applications (``targetNamespace``).
+GITOPS_NAMESPACE = "tenant-gitops"
+#: The git repository of the last step, and the sample Applications it holds: those that turn healthy on their
+#: own (the S3 bucket kind waits for a person to approve its plan).
+GITOPS_REPOSITORY = "sample-applications"
+GITOPS_APPLICATIONS = ("postgres-orders.yaml", "redis-cache.yaml", "vpc-network.yaml")
+KUSTOMIZATIONS = "kustomizations.kustomize.toolkit.fluxcd.io"
 #: Metadata the API server adds that only clutters a side-by-side view.
 NOISE = ("managedFields", "uid", "resourceVersion", "generation", "creationTimestamp")
 
@@ -147,13 +156,14 @@ class Demo:
         if Process(self.cluster, "tofu-controller").running() is None:
             self.out.heading("4. No controllers run (`up --no-flux`): nothing reconciles the objects above")
             self.out.say("Run `nox -s down` and `nox -s demo` (or `nox -s up` without --no-flux) for the real "
-                         "helm-controller, source-controller and tofu-controller.")
+                         "helm-controller, source-controller, tofu-controller and kustomize-controller.")
             return
         self.helm_controller()
         self.tofu_auto()
         self.tables()
         self.tofu_manual()
         self.tofu_delete()
+        self.gitops()
 
     def helm_controller(self) -> None:
         self.out.heading("4. helm-controller installs the Helm kinds (real helm-controller v1.6.2)")
@@ -227,6 +237,57 @@ class Demo:
         self.kubectl("get", "vpcs", "-n", NAMESPACE, show=True)
         self.kubectl("wait", "--for=delete", "vpc/network", "-n", NAMESPACE, "--timeout=300s", show=True)
         self.kubectl("get", "vpcs,terraforms.infra.contrib.fluxcd.io", "-n", NAMESPACE, show=True)
+
+    def gitops(self) -> None:
+        self.out.heading("9. The same Applications from git: Flux kustomize-controller applies them and waits "
+                         "(real kustomize-controller v1.9.3)")
+        server = gitserver.start(self.cluster)
+        tree = self.cluster.dir / "gitops-tree"
+        tree.mkdir(exist_ok=True)
+        for name in GITOPS_APPLICATIONS:
+            (tree / name).write_text((SAMPLES / "applications" / name).read_text())
+        revision = gitserver.publish(server.root, GITOPS_REPOSITORY, tree)
+        self.out.say(f"The git server publishes {', '.join(GITOPS_APPLICATIONS)} (deploy/samples/applications/) as "
+                     f"the repository {GITOPS_REPOSITORY}@{revision[:12]}; kustomize-controller applies them into "
+                     f"{GITOPS_NAMESPACE} with server-side apply, acting as the service account "
+                     f"{flux.GITOPS_APPLIER}, and with wait: true turns Ready only once kstatus reads every "
+                     "Application as Current.")
+        tenant = (SAMPLES / "tenants" / f"{NAMESPACE}.yaml").read_text().replace(NAMESPACE, GITOPS_NAMESPACE)
+        self.kubectl("apply", "-f", "-", input=tenant)
+        objects = [
+            {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+             "metadata": {"name": GITOPS_REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
+             "spec": {"url": gitserver.url_of(server, GITOPS_REPOSITORY), "interval": "10m",
+                      "ref": {"branch": gitserver.BRANCH}}},
+            {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+             "metadata": {"name": GITOPS_REPOSITORY, "namespace": flux.SOURCES_NAMESPACE},
+             "spec": {"interval": "10m", "path": "./", "prune": True, "wait": True, "timeout": "5m",
+                      "targetNamespace": GITOPS_NAMESPACE,
+                      "sourceRef": {"kind": "GitRepository", "name": GITOPS_REPOSITORY}}},
+        ]
+        text = yaml.safe_dump_all(objects, sort_keys=False)
+        self.kubectl("apply", "-f", "-", input=text, show=True, display=f"kubectl apply -f - <<EOF\n{text}EOF")
+        started = time.monotonic()
+        self.wait(f"Kustomization {GITOPS_REPOSITORY} to be Ready", lambda: any(
+            c["type"] == "Ready" and c["status"] == "True" and revision in c.get("message", "")
+            for c in self.get(KUSTOMIZATIONS, GITOPS_REPOSITORY, "-n", flux.SOURCES_NAMESPACE)
+            .get("status", {}).get("conditions", [])), timeout=360)
+        self.out.say(f"kustomization/{GITOPS_REPOSITORY} Ready {time.monotonic() - started:.0f}s after it was applied")
+        for path in GITOPS_APPLICATIONS:
+            app = yaml.safe_load((SAMPLES / "applications" / path).read_text())
+            kind, name = app["kind"].lower(), app["metadata"]["name"]
+            self.wait(f"{kind}/{name} in {GITOPS_NAMESPACE} to be Ready", lambda k=kind, n=name: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in self.get(k, n, "-n", GITOPS_NAMESPACE).get("status", {}).get("conditions", [])), timeout=300)
+        self.kubectl("get", KUSTOMIZATIONS, "-n", flux.SOURCES_NAMESPACE, show=True,
+                     display=f"kubectl get kustomizations -n {flux.SOURCES_NAMESPACE}")
+        status = self.get(KUSTOMIZATIONS, GITOPS_REPOSITORY, "-n", flux.SOURCES_NAMESPACE)["status"]
+        shown = {"conditions": [{k: c[k] for k in ("type", "status", "reason", "message")}
+                                for c in status.get("conditions", [])],
+                 "inventory": status.get("inventory")}
+        self.out.block(f"kubectl get kustomization {GITOPS_REPOSITORY} -n {flux.SOURCES_NAMESPACE} -o yaml  "
+                       "# .status: conditions and inventory", yaml.safe_dump(shown, sort_keys=False))
+        self.kubectl("get", "postgreses,redises,vpcs", "-n", GITOPS_NAMESPACE, show=True)
 
     def run(self) -> None:
         self.definitions()

@@ -1,6 +1,6 @@
-"""Run the real source-controller, helm-controller and tofu-controller as local processes.
+"""Run the real source-controller, helm-controller, kustomize-controller and tofu-controller as local processes.
 
-All three are the pinned releases built by :func:`build.ensure_flux`. Each runs under its own
+All four are the pinned releases built by :func:`build.ensure_flux`. Each runs under its own
 client-certificate identity bound to a ClusterRole that grants what it needs here (in a Flux install
 helm-controller is cluster-admin; here it may only manage the kinds the sample charts create). Every
 listener is on a free 127.0.0.1 port: source-controller serves its artifact storage there and
@@ -43,6 +43,10 @@ CHART_SOURCES = Path(__file__).resolve().parents[2] / "samples" / "sources" / "c
 _FLUX_SOURCES = "source.toolkit.fluxcd.io"
 _SOURCE_KINDS = ["buckets", "gitrepositories", "helmcharts", "helmrepositories", "ocirepositories",
                  "externalartifacts"]
+_KUSTOMIZE = "kustomize.toolkit.fluxcd.io"
+#: The groups of the Applications the services serve (``helm_agl.names`` and ``tofu_agl.names``; not
+#: imported, so that the local stack does not load the services).
+APPLICATION_GROUPS = ("apps.cozystack.io", "tofu.apps.cozystack.io")
 _EVENTS = [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
 
 #: What each controller may do. source-controller reconciles the source kinds and reads the Secrets
@@ -82,6 +86,32 @@ RULES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
     ],
+    # kustomize-controller applies whatever its Kustomizations hold, so its own identity may apply
+    # nothing: it reconciles Kustomizations, reads their sources, and impersonates a service account
+    # for everything it applies, dry-runs, health-checks and prunes. ``--default-service-account``
+    # makes that impersonation mandatory (a Kustomization without ``spec.serviceAccountName`` acts as
+    # :data:`GITOPS_APPLIER` of its own namespace), as in Flux's multi-tenancy lockdown; the rights to
+    # apply Applications belong to that account (:func:`gitops_applier`), granted per namespace.
+    # ``get serviceaccounts`` is how it checks, before pruning on deletion, that the account exists.
+    # Its watch of labelled ConfigMaps and Secrets (postBuild substitutions) is switched off
+    # (``DisableConfigWatchers``): it would need to list every Secret of the cluster.
+    "kustomize-controller": [
+        *_EVENTS,
+        {"apiGroups": [_KUSTOMIZE], "resources": ["kustomizations"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [_KUSTOMIZE], "resources": ["kustomizations/status", "kustomizations/finalizers"],
+         "verbs": ["get", "update", "patch"]},
+        {"apiGroups": [_FLUX_SOURCES], "resources": ["buckets", "gitrepositories", "ocirepositories"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get", "impersonate"]},
+    ],
+    # What a Kustomization's service account may do (bound per namespace by :func:`gitops_applier`):
+    # every Application kind of both services' groups, as kustomize-controller uses them (server-side
+    # apply with a dry-run first, kstatus' reads, pruning from its inventory).
+    "gitops-applier": [
+        {"apiGroups": list(APPLICATION_GROUPS), "resources": ["*"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+    ],
     "helm-controller": [
         *_EVENTS,
         {"apiGroups": ["helm.toolkit.fluxcd.io"], "resources": ["helmreleases"],
@@ -105,10 +135,16 @@ RULES: dict[str, list[dict[str, Any]]] = {
 #: On the one object whose status nothing real writes here (cozystack's artifact publisher does not run).
 STAND_IN_ANNOTATION = "localcluster.agl.local/played-by"
 STAND_IN_NOTE = "localcluster: status played in place of cozystack's artifact publisher, which does not run here"
+#: The service account kustomize-controller impersonates for a Kustomization that names none.
+GITOPS_APPLIER = "gitops-applier"
 #: Where tofu-controller's in-process runner listens; fixed by tofu-controller v0.16.5.
 LOCAL_RUNNER_PORT = 30000
 #: The namespace tofu-controller keeps its runner TLS Secret in (``RUNTIME_NAMESPACE``).
 TOFU_RUNTIME_NAMESPACE = "flux-system"
+
+
+#: Every controller :func:`start` runs, in the order :func:`stop` stops them.
+CONTROLLERS = ("kustomize-controller", "tofu-controller", "helm-controller", "source-controller")
 
 
 @dataclass(frozen=True)
@@ -125,17 +161,35 @@ def state_kubeconfig(cluster: Cluster) -> Path:
 def identity(cluster: Cluster, name: str, prefix: str = "flux") -> Path:
     """A kubeconfig for ``agl:<name>`` bound to its ClusterRole (created or updated here)."""
     user = f"agl:{name}"
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": user}, "rules": RULES[name]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": user},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": user},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                          "items": [role, binding]}))
+    _apply(cluster, *_granted(name, user, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}))
     ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
     pair = pki.issue(ca, cluster.pki_dir, f"{prefix}-{name}", user)
     return cluster.write_kubeconfig(cluster.dir / f"{prefix}-{name}.kubeconfig", user, pair, cluster.server)
+
+
+def gitops_applier(cluster: Cluster, namespace: str) -> str:
+    """The service account :data:`GITOPS_APPLIER` in ``namespace``, allowed to manage Applications in every
+    namespace (ClusterRole ``agl:gitops-applier``; a Kustomization may apply into other namespaces); its name."""
+    account = {"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": GITOPS_APPLIER, "namespace": namespace}}
+    _apply(cluster, account, *_granted(GITOPS_APPLIER, f"agl:{GITOPS_APPLIER}:{namespace}",
+                                       {"kind": "ServiceAccount", "name": GITOPS_APPLIER, "namespace": namespace}))
+    return GITOPS_APPLIER
+
+
+def _granted(rules: str, binding: str, subject: dict[str, str]) -> list[dict[str, Any]]:
+    """ClusterRole ``agl:<rules>`` (:data:`RULES`) and the ClusterRoleBinding ``binding`` of it to ``subject``."""
+    role = f"agl:{rules}"
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": role}, "rules": RULES[rules]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": binding},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+             "subjects": [subject]}]
+
+
+def _apply(cluster: Cluster, *objects: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}))
 
 
 def _start_controller(cluster: Cluster, name: str, binary: Path, extra: list[str], port: int,
@@ -239,7 +293,7 @@ def publish_external_artifact(cluster: Cluster, name: str, namespace: str, sourc
 
 def start(cluster: Cluster) -> Controllers:
     """Build (or reuse) the controllers; serve the charts and the module sources (git, OCI, S3); start
-    source-controller, helm-controller and tofu-controller; apply the sources."""
+    source-controller, helm-controller, tofu-controller and kustomize-controller; apply the sources."""
     binaries = build.ensure_flux()
     try:
         repository = chartrepo.start(cluster)
@@ -258,7 +312,11 @@ def start(cluster: Cluster) -> Controllers:
         _start_controller(cluster, "helm-controller", binaries.helm_controller,
                           ["--feature-gates=ExternalArtifact=true"], port=0)
         start_tofu_controller(cluster, binaries.tofu_controller)
+        _start_controller(cluster, "kustomize-controller", binaries.kustomize_controller,
+                          [f"--default-service-account={GITOPS_APPLIER}",
+                           "--feature-gates=DisableConfigWatchers=true"], port=0)
         apply_sources(cluster, repository.url)
+        gitops_applier(cluster, SOURCES_NAMESPACE)
         gitserver.apply_sources(cluster, modules)
         ociregistry.apply_sources(cluster, registry)
         bucketserver.apply_sources(cluster, bucket)
@@ -269,7 +327,7 @@ def start(cluster: Cluster) -> Controllers:
 
 
 def stop(cluster: Cluster) -> None:
-    for name in ("tofu-controller", "helm-controller", "source-controller"):
+    for name in CONTROLLERS:
         Process(cluster, name).stop()
     chartrepo.stop(cluster)
     gitserver.stop(cluster)

@@ -20,6 +20,12 @@ HELM = "v3.22.0"
 #: needs a newer Go than the one here, v1.9.6 is the newest v1.9.
 HELM_CONTROLLER = "v1.6.2"
 SOURCE_CONTROLLER = "v1.9.6"
+#: kustomize-controller, the GitOps client that applies Applications from git (``up`` and the flux
+#: tier's ``test_gitops``). The v1.9.x line is the one released with source-controller v1.9.x and
+#: helm-controller v1.6.x (same ``fluxcd/pkg`` and source API); v1.9.3 is the newest the module
+#: proxy serves (v1.9.0 to v1.9.3). Its go.mod's replaces are carried over, notably
+#: ``github.com/opencontainers/go-digest`` (without it blake3 does not compile).
+KUSTOMIZE_CONTROLLER = "v1.9.3"
 #: Modules raised above source-controller v1.9.6's go.mod: ``github.com/fluxcd/pkg/artifact
 #: v0.18.3`` is not served by the module proxy (403 "not available"); v0.20.0 is the nearest that is
 #: and that source-controller compiles against.
@@ -70,7 +76,14 @@ SOURCE_CRDS = tuple(
         ("ocirepositories", "80c7c6e5c8de0764cc83acd4de5c74bea8e51186085304d22cecc5f2eb35500e"),
     )
 )
-UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD, *SOURCE_CRDS)
+#: The Kustomization kind that kustomize-controller reconciles (``KUSTOMIZE_CONTROLLER``).
+KUSTOMIZATION_CRD = UpstreamCRD(
+    module="github.com/fluxcd/kustomize-controller",
+    version=KUSTOMIZE_CONTROLLER,
+    path="config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml",
+    sha256="da23ca0e6b4c80d3d26a91583137491e147ef4ef1e2208aece0d0af4ef851974",
+)
+UPSTREAM_CRDS = (HELMRELEASE_CRD, TERRAFORM_CRD, *SOURCE_CRDS, KUSTOMIZATION_CRD)
 #: prometheus-operator's ServiceMonitor CRD (monitoring.coreos.com/v1), the schema the chart's optional
 #: ServiceMonitor is checked against by the integration tier; not installed by default.
 SERVICEMONITOR_CRD = UpstreamCRD(
