@@ -193,6 +193,8 @@ class Routes:
             return await writes.update(call)
         if verb == "patch":
             return await writes.patch(call, self._limits.conflict_retries)
+        if verb == "deletecollection":
+            return await writes.delete_collection(call)
         return await writes.delete(call)
 
 
