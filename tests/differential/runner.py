@@ -19,6 +19,7 @@ from kubernetes.dynamic import DynamicClient
 from localcluster.cluster import Cluster
 
 from tests.differential.differences import (
+    UNSERVED_SUBRESOURCE,
     Tokens,
     normalise_body,
     normalise_object,
@@ -57,8 +58,8 @@ class World:
 SENTINEL = "zz-end"
 
 
-def _side(world: World, resource: Any, namespace: str) -> Side:
-    return Side(world.client, resource, namespace)
+def _side(world: World, resource: Any, namespace: str, status_subresource: str = "status") -> Side:
+    return Side(world.client, resource, namespace, status_subresource=status_subresource)
 
 
 def new_namespace(world: World, served: Served) -> str:
@@ -91,7 +92,8 @@ def _events(side: Side, since: str) -> list[JSON]:
 def compare(served: Served, ops: list[Operation], world: World) -> None:
     """Run ``ops`` on both sides of ``served``; fail at the first answer that differs."""
     namespace = new_namespace(world, served)
-    app, oracle = _side(world, served.application, namespace), _side(world, served.oracle, namespace)
+    app = _side(world, served.application, namespace)
+    oracle = _side(world, served.oracle, namespace, status_subresource=UNSERVED_SUBRESOURCE)
     groups = (served.kind.group, str(served.oracle.group))
     app_tokens, oracle_tokens = Tokens(), Tokens()
     starts = _starting_version(app), _starting_version(oracle)
@@ -128,7 +130,8 @@ def minimal_spec(schema: JSON) -> JSON:
 
 
 def _comparable(outcome: Outcome, tokens: Tokens, groups: tuple[str, str], versions: bool) -> JSON:
-    return {"code": outcome.code, "body": normalise_body(outcome.body, tokens, groups, versions=versions),
+    return {"code": outcome.code,
+            "body": normalise_body(outcome.body, tokens, groups, versions=versions),
             "warnings": sorted(outcome.warnings)}
 
 
