@@ -21,9 +21,13 @@ user gets them.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from shared.api.errors import Cause, field_cause
+from shared.api.names import dns1123_subdomain_error
 from shared.bodies import JSON, clone
 
 #: Finalizer names kube-apiserver knows without a domain (``standardFinalizers`` of the CRD registry).
@@ -62,6 +66,91 @@ def to_backing(app_meta: Mapping[str, Any], backing_meta: JSON, controller_final
         backing_meta["ownerReferences"] = clone(owners)
     else:
         backing_meta.pop("ownerReferences", None)
+
+
+def metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
+    """kube-apiserver's validation of ``ownerReferences`` and ``finalizers``, in its order, with its words.
+
+    Run with the spec's validation so a request wrong in both gets every cause at once, as for a custom
+    resource; kube-apiserver checks the backing object again (its answer is renamed, see the module).
+    """
+    causes: list[Cause] = []
+    owners = meta.get("ownerReferences")
+    if isinstance(owners, list):
+        causes += _owner_causes([o for o in owners if isinstance(o, dict)])
+    finalizers = meta.get("finalizers")
+    if isinstance(finalizers, list):
+        path = "metadata.finalizers"
+        for name in finalizers:
+            causes += [field_cause(path, f"Invalid value: {_go_value(name)}: {why}")
+                       for why in qualified_name_errors(str(name))]
+        if "orphan" in finalizers and "foregroundDeletion" in finalizers:
+            causes.append(field_cause(path, f"Invalid value: {_go_value(finalizers)}: finalizer orphan and "
+                                            "foregroundDeletion cannot be both set"))
+    return causes
+
+
+def _owner_causes(owners: list[JSON]) -> list[Cause]:
+    path = "metadata.ownerReferences"
+    causes: list[Cause] = []
+    controller = ""
+    for ref in owners:
+        api_version = str(ref.get("apiVersion") or "")
+        for field, value, missing, why in (
+            ("apiVersion", api_version, not api_version.rpartition("/")[2], "version must not be empty"),
+            ("kind", ref.get("kind") or "", not ref.get("kind"), "must not be empty"),
+            ("name", ref.get("name") or "", not ref.get("name"), "must not be empty"),
+            ("uid", ref.get("uid") or "", not ref.get("uid"), "must not be empty"),
+        ):
+            if missing:
+                causes.append(field_cause(f"{path}.{field}", f"Invalid value: {_go_value(value)}: {why}"))
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind') or ''}/{ref.get('name') or ''}"
+            if controller:
+                causes.append(field_cause(path, f"Invalid value: {_go_value([_go_owner(o) for o in owners])}: Only "
+                                                "one reference can have Controller set to true. Found \"true\" in "
+                                                f"references for {controller} and {current}"))
+            else:
+                controller = current
+    return causes
+
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_QUALIFIED_NAME_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                        "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+                        "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """Why ``value`` is not a qualified name (``[prefix/]name``), in kube-apiserver's words; empty if it is."""
+    parts = value.split("/")
+    if len(parts) > 2:
+        return [f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' (e.g. "
+                "'example.com/MyName')"]
+    errors: list[str] = []
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        why = "must be non-empty" if not prefix else dns1123_subdomain_error(prefix)
+        if why:
+            errors.append(f"prefix part {why}")
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not _QUALIFIED_NAME.match(name):
+        errors.append(f"name part {_QUALIFIED_NAME_RULE}")
+    return errors
+
+
+def _go_owner(ref: JSON) -> JSON:
+    """An ownerReference with its fields in the Go type's order, as kube-apiserver prints it."""
+    always = {k: ref.get(k, "") for k in ("apiVersion", "kind", "name", "uid")}
+    return {**always, **{k: ref[k] for k in ("controller", "blockOwnerDeletion") if k in ref}}
+
+
+def _go_value(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def finalizer_warnings(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:

@@ -157,6 +157,8 @@ def test_invalid_finalizers_and_their_warnings_as_on_a_crd(pair: Pair, contract:
         assert refused[0] == 422 and refused[1]["details"]["causes"], refused
         both = pair.same("POST", "", pair.manifest("badfin", finalizers=["orphan", "foregroundDeletion"]))
         assert both[0] == 422, both
+        with_spec = pair.same("POST", "", pair.manifest("badfin", {"size": 0}, finalizers=["a/b/c", "/x", "-y"]))
+        assert len(with_spec[1]["details"]["causes"]) == 4, with_spec
     warned = pair.same("POST", "", pair.manifest("warned", finalizers=["plain", "dotted.name", HOLD]))
     assert warned[0] == 201 and len(warned[2]) == 2, warned
     # only added finalizers are warned about on an update
@@ -251,7 +253,10 @@ def test_owner_references_are_stored_on_the_backing_object(pair: Pair, contract:
 def test_invalid_owner_references_as_on_a_crd(pair: Pair, contract: Contract, owners: list[JSON]) -> None:
     with contract.nothing_changes():
         refused = pair.same("POST", "", pair.manifest("badowner", ownerReferences=owners))
+        # with the spec wrong too, every cause at once
+        both = pair.same("POST", "", pair.manifest("badowner", {"size": 0}, ownerReferences=owners))
     assert refused[0] == 422, refused
+    assert len(both[1]["details"]["causes"]) == len(refused[1]["details"]["causes"]) + 1, both
 
 
 # ------------------------------------------------------------------------- deletecollection

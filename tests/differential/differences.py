@@ -12,6 +12,7 @@ see INTENTIONAL["list-resource-version"]); Statuses whole (code, reason, message
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,8 @@ INTENTIONAL: dict[str, Difference] = {
         "Application names are DNS-1035 labels of at most 53 - len(prefix) characters (the backing object's "
         "name and, for Tofu, `<name>-tf-runner` must stay valid); a custom resource's are DNS-1123 subdomains "
         "of up to 253.",
-        "sequences use short label-shaped names (strategies.NAMES); the invalid name tried is invalid on both"),
+        "sequences use short label-shaped names (strategies.NAMES); the invalid name tried is invalid on both, "
+        "and the message of its refusal (which names the rule) is not compared"),
     "long-metadata-keys": Difference(
         "User labels and annotations are stored on the backing object under `apps.cozystack.io-<key>`, so a "
         "key whose name part is close to 63 characters is refused there (cozystack's scheme).",
@@ -66,6 +68,20 @@ INTENTIONAL: dict[str, Difference] = {
         "kube-apiserver would answer a CRD list with, and both are valid for a list without resourceVersion.",
         "a list's metadata.resourceVersion is compared as present or not; continue and remainingItemCount "
         "are compared"),
+    "go-decoder-messages": Difference(
+        "A body that is not JSON, or whose metadata is no object, is refused by kube-apiserver with its Go "
+        "decoder's error text (Go type names, the offending bytes in hex); the services refuse it with the same "
+        "code and reason in their own words.",
+        "the message of the answer to those operations.Invalid requests is not compared (Invalid.OWN_WORDS); "
+        "every other Status message is, with uids and the group made the same"),
+    "no-generate-name": Difference(
+        "Applications have no generateName (the backing object's name is derived from the name), so a missing "
+        "name is `Required value: name is required`, not kube's `name or generateName is required`.",
+        "the message of the answer to Invalid('no-name') is not compared; code, reason and causes' fields are"),
+    "selector-parse-messages": Difference(
+        "A label selector that does not parse is a 400 on both, worded by each parser (kube-apiserver's lexer "
+        "names the token it found).",
+        "the message of the answer to Invalid('bad-label-selector') is not compared"),
     "null-spec": Difference(
         "An Application always has a spec (its backing object holds one, defaulted on read); a custom resource "
         "created with `spec: null` has none.",
@@ -123,16 +139,18 @@ def normalise_object(obj: Any, tokens: Tokens, *, versions: bool = True) -> Any:
     return out
 
 
-def normalise_status(status: JSON, groups: tuple[str, str]) -> JSON:
+def normalise_status(status: JSON, groups: tuple[str, str], *, messages: bool = True) -> JSON:
     """The comparable part of a Status: code, reason, message, and the causes (type, field, message);
     the name, kind and group in details; the group is ``<group>`` wherever it is written."""
     details = status.get("details") or {}
     causes = sorted(
-        (str(c.get("reason", "")), str(c.get("field", "")), _ungrouped(str(c.get("message", "")), groups))
+        (str(c.get("reason", "")), str(c.get("field", "")),
+         _ungrouped(str(c.get("message", "")), groups) if messages else "")
         for c in details.get("causes") or []
     )
-    out: JSON = {"code": status.get("code"), "reason": status.get("reason"), "status": status.get("status"),
-                 "message": _ungrouped(str(status.get("message", "")), groups)}
+    out: JSON = {"code": status.get("code"), "reason": status.get("reason"), "status": status.get("status")}
+    if messages:
+        out["message"] = _ungrouped(str(status.get("message", "")), groups)
     if details.get("name"):
         out["name"] = details["name"]
     if details.get("kind"):
@@ -144,17 +162,22 @@ def normalise_status(status: JSON, groups: tuple[str, str]) -> JSON:
     return out
 
 
+_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _ungrouped(text: str, groups: tuple[str, str]) -> str:
+    """A message with the group and every uid (a precondition's, the record's) made the same on both sides."""
     for group in sorted(groups, key=len, reverse=True):
         text = text.replace(group, "<group>")
-    return text
+    return _UID.sub("<uid>", text)
 
 
-def normalise_body(body: Any, tokens: Tokens, groups: tuple[str, str], *, versions: bool = True) -> Any:
+def normalise_body(body: Any, tokens: Tokens, groups: tuple[str, str], *, versions: bool = True,
+                   messages: bool = True) -> Any:
     if not isinstance(body, dict):
         return body if not isinstance(body, str) else "<text>"
     if body.get("kind") == "Status":
-        return normalise_status(body, groups)
+        return normalise_status(body, groups, messages=messages)
     if isinstance(body.get("items"), list):
         meta = body.get("metadata") or {}
         list_meta: JSON = {k: meta[k] for k in ("continue", "remainingItemCount") if meta.get(k)}
