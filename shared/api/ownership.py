@@ -125,7 +125,7 @@ def qualified_name_errors(value: str) -> list[str]:
     """Why ``value`` is not a qualified name (``[prefix/]name``), in kube-apiserver's words; empty if it is."""
     parts = value.split("/")
     if len(parts) > 2:
-        return [f"a qualified name {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' (e.g. "
+        return [f"a valid label key {_QUALIFIED_NAME_RULE} with an optional DNS subdomain prefix and '/' (e.g. "
                 "'example.com/MyName')"]
     errors: list[str] = []
     name = parts[-1]

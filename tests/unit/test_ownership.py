@@ -113,3 +113,25 @@ def test_a_backing_objects_invalid_is_told_of_the_application() -> None:
         'Postgres.apps.cozystack.io "db1" is invalid: metadata.finalizers: Forbidden: no new finalizers')
     assert renamed["details"] == {"group": "apps.cozystack.io", "kind": "Postgres", "name": "db1",
                                   "causes": backing.details["causes"]}
+
+
+def test_metadata_causes_are_kube_apiservers() -> None:
+    causes = ownership.metadata_causes({
+        "ownerReferences": [{"apiVersion": "apps/", "kind": "", "name": "a", "controller": True},
+                            {"apiVersion": "v1", "kind": "K", "name": "b", "uid": "u", "controller": True}],
+        "finalizers": ["ok.io/x", "-bad", "orphan", "foregroundDeletion"],
+    })
+    assert [(c["field"], c["message"].split(": ")[-1]) for c in causes] == [
+        ("metadata.ownerReferences.apiVersion", "version must not be empty"),
+        ("metadata.ownerReferences.kind", "must not be empty"),
+        ("metadata.ownerReferences.uid", "must not be empty"),
+        ("metadata.ownerReferences", 'Only one reference can have Controller set to true. Found "true" in '
+                                     "references for /a and K/b"),
+        ("metadata.finalizers", "name part must consist of alphanumeric characters, '-', '_' or '.', and must start "
+                                "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+                                "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"),
+        ("metadata.finalizers", "finalizer orphan and foregroundDeletion cannot be both set"),
+    ]
+    assert ownership.metadata_causes({"finalizers": ["a.io/b"], "ownerReferences": [OWNER]}) == []
+    assert ownership.qualified_name_errors("/x") == ["prefix part must be non-empty"]
+    assert ownership.qualified_name_errors("x" * 64)[0] == "name part must be no more than 63 characters"
