@@ -264,12 +264,12 @@ def test_invalid_owner_references_as_on_a_crd(pair: Pair, contract: Contract, ow
 
 def test_deletecollection_with_label_and_field_selectors(pair: Pair, contract: Contract) -> None:
     for name, team in (("dc-a", "x"), ("dc-b", "x"), ("dc-c", "y")):
-        pair.same("POST", "", pair.manifest(name, labels={"dc": "yes", "team": team}))
-    held = pair.same("POST", "", pair.manifest("dc-held", labels={"dc": "yes", "team": "x"}, finalizers=[HOLD]))
+        pair.same("POST", "", pair.manifest(name, labels={"dc": "yes", "dc-team": team}))
+    held = pair.same("POST", "", pair.manifest("dc-held", labels={"dc": "yes", "dc-team": "x"}, finalizers=[HOLD]))
     assert held[0] == 201
-    dry = pair.same("DELETE", f"?labelSelector={selector('team=x')}&dryRun=All")
+    dry = pair.same("DELETE", f"?labelSelector={selector('dc-team=x')}&dryRun=All")
     assert [i["metadata"]["name"] for i in dry[1]["items"]] == ["dc-a", "dc-b", "dc-held"], dry
-    deleted = pair.same("DELETE", f"?labelSelector={selector('team=x')}")
+    deleted = pair.same("DELETE", f"?labelSelector={selector('dc-team=x')}")
     assert deleted[0] == 200 and deleted[1]["kind"] == f"{KIND}List", deleted
     assert [i["metadata"]["name"] for i in deleted[1]["items"]] == ["dc-a", "dc-b", "dc-held"], deleted
     remaining = pair.same("GET", f"?labelSelector={selector('dc=yes')}")
@@ -278,7 +278,7 @@ def test_deletecollection_with_label_and_field_selectors(pair: Pair, contract: C
     assert contract.backing("dc-a") is None and contract.backing("dc-b") is None
     by_name = pair.same("DELETE", f"?fieldSelector={selector('metadata.name=dc-c')}")
     assert [i["metadata"]["name"] for i in by_name[1]["items"]] == ["dc-c"], by_name
-    nothing = pair.same("DELETE", f"?labelSelector={selector('team=nobody')}")
+    nothing = pair.same("DELETE", f"?labelSelector={selector('dc-team=nobody')}")
     assert nothing[0] == 200 and nothing[1]["items"] == [], nothing
     pair.merge("dc-held", {"metadata": {"finalizers": None}})
     assert pair.same("GET", "/dc-held")[0] == 404
