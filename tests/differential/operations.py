@@ -42,6 +42,8 @@ class Side:
     #: name -> resourceVersions seen, oldest first; name -> uid.
     versions: dict[str, list[str]] = field(default_factory=dict)
     uids: dict[str, str] = field(default_factory=dict)
+    #: Whether an answer showed an object with finalizers (the runner then removes what is left of them).
+    held: bool = False
 
     @property
     def api_version(self) -> str:
@@ -83,6 +85,7 @@ class Side:
                 self.versions[name].append(rv)
             if name and meta.get("uid"):
                 self.uids[name] = meta["uid"]
+            self.held = self.held or bool(meta.get("finalizers"))
 
     def send(self, method: str, path: str, body: Any = None, **params: Any) -> Outcome:
         """One request; the answer whatever its code (Status bodies parsed), with its warnings."""

@@ -98,7 +98,8 @@ def compare(served: Served, ops: list[Operation], world: World) -> None:
         _run_and_compare(served, ops, namespace, app, oracle)
     finally:
         for side in (app, oracle):
-            _let_go(side)
+            if side.held:
+                _let_go(side)
 
 
 def _run_and_compare(served: Served, ops: list[Operation], namespace: str, app: Side, oracle: Side) -> None:
