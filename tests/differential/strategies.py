@@ -55,7 +55,7 @@ OWNER_REFERENCES: tuple[tuple[JSON, ...], ...] = (
     ({k: v for k, v in _OWNER.items() if k != "uid"},),
     ({**_OWNER, "controller": True}, {**_OWNER, "name": "other", "uid": _OWNER["uid"][:-1] + "2", "controller": True}),
 )
-STATUSES = ({}, {"phase": "x"}, {"conditions": [{"type": "Ready", "status": "True"}]})
+STATUSES: tuple[JSON, ...] = ({}, {"phase": "x"}, {"conditions": [{"type": "Ready", "status": "True"}]})
 
 
 def _limited(values: st.SearchStrategy[Any], node: JSON) -> st.SearchStrategy[Any]:
