@@ -9,9 +9,12 @@ Application.  Decisions worth knowing (each is documented where it is made):
   typed client does, so a re-rendered HelmRelease compares equal to a stored one;
 * an update carries the Application's ``metadata.resourceVersion`` onto the HelmRelease so a
   stale write fails with 409 at kube-apiserver instead of silently winning;
-* an update keeps the live HelmRelease's sharding label, ``spec.suspend``, finalizers and owner
-  references: none of them is part of the Application, and dropping them would resume suspended
-  releases or strip Flux's finalizer.
+* an update keeps the live HelmRelease's sharding label, ``spec.suspend`` and helm-controller's
+  finalizer: none of them is part of the Application, and dropping them would resume suspended
+  releases or strip Flux's finalizer;
+* the Application's own finalizers and ownerReferences are the HelmRelease's
+  (:mod:`shared.api.ownership`), so kube-apiserver holds a deletion and a cluster's garbage
+  collector deletes the Application with its owner, as for a custom resource.
 
 The release settings a definition controls (:func:`chart_ref`, :func:`timeouts`,
 :func:`values_from`) are public because :mod:`.rollout` brings existing releases to exactly them.
@@ -23,6 +26,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api import ownership
 from shared.api.durations import go_duration
 from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON
@@ -31,6 +35,7 @@ from shared.schema.defaults import without_nulls
 
 from .definition import HelmDefinitionView
 from .names import (
+    CONTROLLER_FINALIZERS,
     GROUP_LABEL,
     HR_API_VERSION,
     HR_KIND,
@@ -50,8 +55,6 @@ RETRY_INTERVAL = "30s"
 RETRY_STRATEGY = "RetryOnFailure"
 #: The one values Secret every emitted HelmRelease reads (cluster-wide values injected by cozystack).
 VALUES_SECRET = "cozystack-values"
-#: Live metadata that belongs to controllers, not to the Application.
-CONTROLLER_METADATA = ("finalizers", "ownerReferences")
 
 
 def build(
@@ -77,6 +80,8 @@ def build(
         annotations[MANAGED_FIELDS_ANNOTATION] = managed
     if annotations:
         hr_meta["annotations"] = annotations
+    ownership.to_backing(meta, hr_meta, CONTROLLER_FINALIZERS,
+                         None if live is None else live.get("metadata") or {})
     spec = app.get("spec")
     # Values are stored as given: defaults are applied on read, so a later schema default
     # change reaches every instance without rewriting it.  Nulls the schema does not allow are
@@ -110,8 +115,8 @@ def _keep_live(hr: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
     The Application's ``metadata.resourceVersion`` is carried so kube-apiserver refuses a stale
     write with 409 (cozystack-api retries instead, so the last writer wins); an Application
     without one gets the live object's, i.e. an unconditional update, as Kubernetes allows.  The
-    live sharding label, ``spec.suspend``, finalizers and owner references are kept: they belong
-    to controllers, not to the Application.
+    live sharding label and ``spec.suspend`` are kept: they belong to operators, not to the
+    Application (helm-controller's finalizer is kept by :func:`shared.api.ownership.to_backing`).
     """
     live_meta = live.get("metadata") or {}
     meta = hr["metadata"]
@@ -121,9 +126,6 @@ def _keep_live(hr: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
     live_labels = live_meta.get("labels") or {}
     if SHARDING_LABEL in live_labels:
         meta["labels"][SHARDING_LABEL] = live_labels[SHARDING_LABEL]
-    for keep in CONTROLLER_METADATA:
-        if live_meta.get(keep):
-            meta[keep] = copy.deepcopy(live_meta[keep])
     if (live.get("spec") or {}).get("suspend"):
         hr["spec"]["suspend"] = True
 

@@ -24,6 +24,9 @@ LABEL_PREFIX = "apps.cozystack.io-"
 KIND_LABEL = "apps.cozystack.io/application.kind"
 GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
+#: helm-controller's own finalizer on a HelmRelease: the controller's, so never shown on the Application
+#: (:mod:`shared.api.ownership`).
+CONTROLLER_FINALIZERS = ("finalizers.fluxcd.io",)
 #: Written at runtime by the flux shard operator; an update must not revert it.
 SHARDING_LABEL = "sharding.fluxcd.io/key"
 #: The Application's ``metadata.managedFields``, kept on the HelmRelease (the service's own

@@ -10,6 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api import ownership
 from shared.api.fieldmanager import from_annotation
 from shared.api.readiness import (
     READY,
@@ -26,10 +27,18 @@ from shared.bodies import JSON
 from shared.schema.defaults import apply_defaults
 
 from .definition import HelmDefinitionView
-from .names import LABEL_PREFIX, MANAGED_FIELDS_ANNOTATION, VERSION, application_name, is_application
+from .names import (
+    CONTROLLER_FINALIZERS,
+    LABEL_PREFIX,
+    MANAGED_FIELDS_ANNOTATION,
+    VERSION,
+    application_name,
+    is_application,
+)
 
 #: Application metadata copied from the HelmRelease as it is (the server-owned fields).
-COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                   "deletionGracePeriodSeconds")
 #: Flux conditions a user sees as helm-controller wrote them; history, failures and the inventory stay hidden.
 #: ``Ready``, ``Reconciling`` and ``Stalled`` are derived (:func:`backend_report`), keeping their meaning.
 SHOWN_CONDITIONS = ("Released",)
@@ -71,6 +80,7 @@ def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, grou
     annotations = _deprefixed(meta.get("annotations"))
     if annotations:
         app_meta["annotations"] = annotations
+    ownership.to_application(meta, app_meta, CONTROLLER_FINALIZERS)
     managed = from_annotation((meta.get("annotations") or {}).get(MANAGED_FIELDS_ANNOTATION))
     if managed:
         app_meta["managedFields"] = managed

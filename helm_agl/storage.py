@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
-from shared.api import errors, selectors
+from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON, loads
@@ -29,6 +29,7 @@ from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
+from shared.server.admission import add_warning
 
 from .build import build, fence
 from .definition import ApplicationDefinition
@@ -121,6 +122,8 @@ class ApplicationStorage:
             return exc if errors.names_other_resource(exc, self._releases.gvr.plural) else self._not_found(name)
         if exc.reason == "AlreadyExists":
             return errors.already_exists(self.info.group, self.info.plural, name)
+        if exc.code == 422:
+            return errors.renamed_invalid(exc, self.info.group, self.info.kind, name)
         if exc.code == 409:
             return errors.conflict(
                 self.info.group, self.info.plural, name,
@@ -262,6 +265,7 @@ class ApplicationStorage:
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
+        _warn_of_finalizers(app)
         if not options.dry_run:
             self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
         return app
@@ -288,16 +292,18 @@ class ApplicationStorage:
             except ApiError as exc:
                 raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
+        _warn_of_finalizers(app, old)
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"
         ):
             self._event(app, "Updated", f"HelmRelease {namespace}/{updated['metadata']['name']} updated")
         return app
 
-    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions, *,
+                     collection: bool = False) -> JSON:
         existing = await self._live(namespace, name)
-        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
-                                                     old=self._to_app(existing)))
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, "" if collection else name,
+                                                     options, old=self._to_app(existing)))
         try:
             result = await self._releases.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:
@@ -314,3 +320,9 @@ class ApplicationStorage:
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
         return table_cells(obj)
+
+
+def _warn_of_finalizers(app: JSON, old: JSON | None = None) -> None:
+    """The warnings kube-apiserver sends for a custom resource's new finalizers, sent back for the Application."""
+    for text in ownership.finalizer_warnings(app.get("metadata") or {}, (old or {}).get("metadata")):
+        add_warning(text)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.admission import validate_with_schema_causes
-from shared.api import errors, selectors
+from shared.api import errors, ownership, selectors
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error
 from shared.bodies import JSON
@@ -43,6 +43,7 @@ def validate_application(
     # Metadata and spec causes are reported together, as kube-apiserver validates a custom resource.
     meta_causes = _name_causes(defn, meta) if live is None else []
     meta_causes += _label_and_annotation_causes(meta)
+    meta_causes += ownership.metadata_causes(meta)
     spec = app.get("spec")
     if spec is None:
         spec = {}

@@ -164,7 +164,7 @@ def assert_same_refusal(mine: tuple[int, Any], theirs: tuple[int, Any], code: in
     assert theirs[0] == code, theirs
     assert mine[0] == code, mine
     for key in ("code", "reason", "message"):
-        assert mine[1].get(key) == theirs[1].get(key), key
+        assert mine[1].get(key) == theirs[1].get(key), (key, mine[1].get(key), theirs[1].get(key))
     assert (mine[1].get("details") or {}).get("causes") == (theirs[1].get("details") or {}).get("causes")
 
 

@@ -18,8 +18,11 @@ Application.  Decisions worth knowing:
 * **An update keeps what is not the Application's** (see :func:`_keep_live`): the state location
   (``workspace``, ``backendConfig``: changing them would point the instance at different, usually
   empty, state and plan to re-create everything), the sharding label, ``spec.suspend``,
-  finalizers, owner references and foreign annotations; and it carries a resourceVersion so a
+  tofu-controller's finalizer and foreign annotations; and it carries a resourceVersion so a
   stale write fails with 409.
+* **The Application's own finalizers and ownerReferences are the Terraform's**
+  (:mod:`shared.api.ownership`), so kube-apiserver holds a deletion and a cluster's garbage
+  collector deletes the Application with its owner, as for a custom resource.
 
 The Terraform settings a definition controls (:func:`definition_fields`) are public because
 :mod:`.rollout` brings existing Terraforms to exactly them.
@@ -30,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api import ownership
 from shared.api.fieldmanager import to_annotation
 from shared.bodies import JSON, clone
 from shared.client.fence import FENCE_LABEL
@@ -44,6 +48,7 @@ from .definition import (
     render_template,
 )
 from .names import (
+    CONTROLLER_FINALIZERS,
     GROUP_LABEL,
     KIND_LABEL,
     LABEL_PREFIX,
@@ -59,9 +64,6 @@ from .names import (
 )
 from .variables import marshal_vars
 
-#: Live metadata that belongs to controllers, not to the Application; a rebuilt object must carry
-#: it or a PUT would strip tofu-controller's finalizer or an owner reference.
-CONTROLLER_METADATA = ("finalizers", "ownerReferences")
 #: Live spec fields an operator sets directly (``tfctl suspend``): an update must not resume a
 #: suspended instance.
 OPERATOR_SPEC = ("suspend",)
@@ -97,6 +99,8 @@ def build(
         annotations[MANAGED_FIELDS_ANNOTATION] = managed
     if annotations:
         tf_meta["annotations"] = annotations
+    ownership.to_backing(meta, tf_meta, CONTROLLER_FINALIZERS,
+                         None if live is None else live.get("metadata") or {})
 
     spec = definition_fields(defn, name, namespace, user_annotations)
     spec["approvePlan"] = approval.approve_plan(defn, app, live, tf_vars)
@@ -184,9 +188,10 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
 
     The Application's ``metadata.resourceVersion`` is carried so kube-apiserver refuses a stale
     write with 409; an Application without one gets the live object's, i.e. an unconditional
-    update, as Kubernetes allows.  The state location, the sharding label, ``spec.suspend``,
-    finalizers, owner references and annotations that are not the user's (e.g. Flux's reconcile
-    request) belong to controllers and operators, not to the Application.
+    update, as Kubernetes allows.  The state location, the sharding label, ``spec.suspend`` and
+    annotations that are not the user's (e.g. Flux's reconcile request) belong to controllers and
+    operators, not to the Application (tofu-controller's finalizer is kept by
+    :func:`shared.api.ownership.to_backing`).
     """
     live_meta = live.get("metadata") or {}
     live_spec = live.get("spec") or {}
@@ -197,9 +202,6 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
     live_labels = live_meta.get("labels") or {}
     if SHARDING_LABEL in live_labels:
         meta["labels"][SHARDING_LABEL] = live_labels[SHARDING_LABEL]
-    for key in CONTROLLER_METADATA:
-        if live_meta.get(key):
-            meta[key] = clone(live_meta[key])
     foreign = {k: v for k, v in (live_meta.get("annotations") or {}).items()
                if not k.startswith(LABEL_PREFIX) and k != MANAGED_FIELDS_ANNOTATION}
     if foreign:

@@ -25,6 +25,9 @@ LABEL_PREFIX = "apps.cozystack.io-"
 KIND_LABEL = "apps.cozystack.io/application.kind"
 GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
+#: tofu-controller's own finalizer on a Terraform: the controller's, so never shown on the Application
+#: (:mod:`shared.api.ownership`).
+CONTROLLER_FINALIZERS = ("finalizers.tf.contrib.fluxcd.io",)
 #: Flux sharding label: owned by whoever operates the controllers, so an update keeps it.
 SHARDING_LABEL = "sharding.fluxcd.io/key"
 #: The Application's ``metadata.managedFields``, kept on the Terraform (the service's own

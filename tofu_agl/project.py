@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from shared.api import ownership
 from shared.api.fieldmanager import from_annotation
 from shared.api.readiness import READY as READY_CONDITION
 from shared.api.readiness import (
@@ -35,6 +36,7 @@ from .definition import TofuDefinitionView
 from .names import (
     APPROVE_ANNOTATION,
     AUTO,
+    CONTROLLER_FINALIZERS,
     LABEL_PREFIX,
     MANAGED_FIELDS_ANNOTATION,
     VERSION,
@@ -45,7 +47,8 @@ from .plan import HUMAN, JSON_PLAN
 from .variables import unmarshal_vars
 
 #: Application metadata copied from the Terraform as it is (the server-owned fields).
-COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                   "deletionGracePeriodSeconds")
 
 #: What the projection, the watch and the plan preview read of a Terraform's spec; the storage's
 #: cache keeps only these (a Terraform's runner pod template, backend and sources are most of it).
@@ -129,6 +132,7 @@ def to_application(
     annotations = user_entries(meta.get("annotations"))
     if annotations:
         app_meta["annotations"] = annotations
+    ownership.to_application(meta, app_meta, CONTROLLER_FINALIZERS)
     managed = from_annotation((meta.get("annotations") or {}).get(MANAGED_FIELDS_ANNOTATION))
     if managed:
         app_meta["managedFields"] = managed

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
-from shared.api import errors, selectors
+from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.bodies import JSON, loads
@@ -38,6 +38,7 @@ from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
+from shared.server.admission import add_warning
 
 from . import plan
 from .approval import approved_plan
@@ -216,6 +217,8 @@ class ApplicationStorage:
             return exc if errors.names_other_resource(exc, self._terraforms.gvr.plural) else self._not_found(name)
         if exc.reason == "AlreadyExists":
             return errors.already_exists(self.info.group, self.info.plural, name)
+        if exc.code == 422:
+            return errors.renamed_invalid(exc, self.info.group, self.info.kind, name)
         if exc.code == 409:
             return errors.conflict(
                 self.info.group, self.info.plural, name,
@@ -372,6 +375,7 @@ class ApplicationStorage:
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
+        _warn_of_finalizers(app)
         if not options.dry_run:
             self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
         return app
@@ -400,6 +404,7 @@ class ApplicationStorage:
             except ApiError as exc:
                 raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
+        _warn_of_finalizers(app, old)
         if options.dry_run:
             return app
         if approved:
@@ -410,10 +415,11 @@ class ApplicationStorage:
             self._event(app, "Updated", f"Terraform {namespace}/{updated['metadata']['name']} updated")
         return app
 
-    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions, *,
+                     collection: bool = False) -> JSON:
         existing = await self._live(namespace, name)
-        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, name, options,
-                                                     old=self._to_app(existing)))
+        await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, "" if collection else name,
+                                                     options, old=self._to_app(existing)))
         try:
             result = await self._terraforms.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
         except ApiError as exc:
@@ -435,3 +441,8 @@ class ApplicationStorage:
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
         return table_cells(obj)
 
+
+def _warn_of_finalizers(app: JSON, old: JSON | None = None) -> None:
+    """The warnings kube-apiserver sends for a custom resource's new finalizers, sent back for the Application."""
+    for text in ownership.finalizer_warnings(app.get("metadata") or {}, (old or {}).get("metadata")):
+        add_warning(text)

@@ -233,8 +233,8 @@ async def _params(policy: CompiledPolicy, binding: JSON, request: AdmissionReque
 
 def _denial(request: AdmissionRequest, message: str, reason: str) -> ApiError:
     what = f"{request.resource}.{request.group}" if request.group else request.resource
-    text = f'{what} "{request.name}" is forbidden: {message}'
-    details = {"name": request.name, "group": request.group, "kind": request.resource}
+    text = f'{what} "{request.refused_name}" is forbidden: {message}'
+    details = {"name": request.refused_name, "group": request.group, "kind": request.resource}
     return ApiError(REASON_CODES.get(reason, 422), reason, text, details=details, causes=[{"message": message}])
 
 

@@ -56,6 +56,16 @@ class AdmissionRequest:
     def name(self) -> str:
         return self.target.name or ""
 
+    @property
+    def refused_name(self) -> str:
+        """The name kube-apiserver's admission refusals give: the request's, else the object's (or its
+        generateName), else ``Unknown`` -- what a deletecollection's refusal of one object says."""
+        if self.name:
+            return self.name
+        meta = (self.object or {}).get("metadata") or {}
+        return str(meta.get("name") or meta.get("generateName") or "Unknown") if self.object is not None \
+            else "Unknown"
+
     @classmethod
     def for_write(cls, operation: str, info: ResourceInfo, ctx: RequestContext, namespace: str, name: str,
                   options: WriteOptions, obj: JSON | None = None, old: JSON | None = None) -> AdmissionRequest:

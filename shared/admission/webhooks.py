@@ -124,8 +124,8 @@ def ordered(configurations: dict[str, tuple[Webhook, ...]]) -> list[Webhook]:
 
 def _forbidden(request: AdmissionRequest, message: str) -> ApiError:
     what = f"{request.resource}.{request.group}" if request.group else request.resource
-    return ApiError(403, "Forbidden", f'{what} "{request.name}" is forbidden: {message}',
-                    details={"name": request.name, "group": request.group, "kind": request.resource})
+    return ApiError(403, "Forbidden", f'{what} "{request.refused_name}" is forbidden: {message}',
+                    details={"name": request.refused_name, "group": request.group, "kind": request.resource})
 
 
 def should_call(hook: Webhook, request: AdmissionRequest, namespace_object: JSON | None) -> bool:

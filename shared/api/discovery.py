@@ -14,7 +14,7 @@ from shared.api.rest import ResourceInfo
 from shared.bodies import JSON
 
 #: Everything our REST handlers serve; sorted, as kube-apiserver lists them.
-VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 _KUBE_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
 

@@ -143,6 +143,19 @@ def invalid(group: str, kind: str, name: str, causes: list[Cause]) -> ApiError:
     return ApiError(422, "Invalid", message, details=_details(group, kind, name), causes=causes)
 
 
+def renamed_invalid(exc: ApiError, group: str, kind: str, name: str) -> ApiError:
+    """kube-apiserver's 422 about a backing object, told of the object the user wrote instead.
+
+    The backing object's metadata is validated as a custom resource's is (finalizer names,
+    ownerReferences, no new finalizer on an object being deleted), so the causes are the CRD's;
+    only the summary's "<Kind>.<group> "<name>"" and the details name the backing object.
+    """
+    _, sep, summary = exc.message.partition(" is invalid: ")
+    message = f'{kind}.{group} "{name}" is invalid: {summary}' if sep else exc.message
+    causes = exc.details.get("causes")
+    return ApiError(422, exc.reason, message, details=_details(group, kind, name), causes=causes)
+
+
 def field_cause(field: str, message: str, reason: str = "FieldValueInvalid") -> Cause:
     return {"reason": reason, "message": message, "field": field}
 

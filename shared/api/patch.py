@@ -41,11 +41,12 @@ def patch_type(content_type: str) -> PatchType:
         if media == candidate.value:
             return candidate
     if media == STRATEGIC_MERGE:
+        # kube-apiserver's words for a custom resource, which has no strategic merge either.
         raise errors.ApiError(
             415,
             "UnsupportedMediaType",
-            f"the body of the request was in an unknown format: {STRATEGIC_MERGE} is not supported for this "
-            f"resource; accepted media types include: {', '.join(SUPPORTED)}",
+            "the body of the request was in an unknown format - accepted media types include: "
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         )
     raise errors.ApiError(
         415,
@@ -167,7 +168,13 @@ def json_patch(target: JSON, operations: Any) -> Any:
         TypeError,
         AttributeError,
     ) as exc:
-        raise errors.ApiError(422, "Invalid", f"the JSON patch could not be applied: {exc}") from exc
+        # kube-apiserver answers a patch it cannot apply with a generic 422 that does not say why (its
+        # NewGenericServerResponse): the same words here, so a client sees what it sees for a CRD.
+        raise errors.ApiError(422, "Invalid", JSON_PATCH_REFUSED, details={}) from exc
+
+
+#: kube-apiserver's message for a JSON patch that cannot be applied.
+JSON_PATCH_REFUSED = "the server rejected our request due to an error in our request"
 
 
 def _as_kube_applies(doc: Any, operation: JSON) -> JSON:

@@ -147,8 +147,13 @@ class Storage(Protocol):
         """Replace the object; a stale ``metadata.resourceVersion`` must raise 409 Conflict."""
         ...
 
-    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
-        """Delete; return the object as it is after the delete was accepted."""
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions, *,
+                     collection: bool = False) -> JSON:
+        """Delete; return the object as it is after the delete was accepted.
+
+        ``collection`` is set for each object a ``deletecollection`` deletes: admission then sees the
+        request as kube-apiserver builds it for a collection (no name, the object as ``oldObject``).
+        """
         ...
 
     def table_cells(self, obj: JSON) -> builtins.list[Any]:

@@ -62,11 +62,16 @@ def from_error(error: ValidationError, path: str) -> list[Cause]:
     reason = {"maxLength": "FieldValueTooLong", "maxItems": "FieldValueTooMany"}.get(
         str(keyword), "FieldValueInvalid"
     )
-    return [
-        field_cause(
-            field, f"Invalid value: {_show(instance)}: {_describe(str(keyword), expected, error)}", reason
-        )
-    ]
+    described = _describe(str(keyword), expected, error)
+    if keyword in _IN_BODY:
+        described = f"{field} in body {described}"
+    return [field_cause(field, f"Invalid value: {_show(instance)}: {described}", reason)]
+
+
+#: Keywords whose failures kube-apiserver reports with kube-openapi's own message, which names the
+#: field first (``spec.replicas in body should be ...``); the others it rewords (too long, too many).
+_IN_BODY = frozenset({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "minLength",
+                      "pattern", "minItems", "uniqueItems", "minProperties", "maxProperties"})
 
 
 def not_an_object(field: str, value: Any) -> Cause:

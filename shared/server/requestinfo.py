@@ -154,8 +154,11 @@ def _selected_name(options: ListOptions) -> str | None:
 
 
 def _with_write_options(info: RequestInfo, query: Query, headers: Mapping[str, str]) -> RequestInfo:
-    if info.target.namespace is None or info.verb == "deletecollection":
+    if info.target.namespace is None:
+        # A namespaced kind's cluster-wide collection serves only list and watch, as kube-apiserver's.
         raise errors.method_not_allowed(f"{info.verb} is not supported on this URL")
+    if info.verb == "deletecollection":
+        return replace(info, list_options=parse_list_options(query))
     if info.verb == "delete":
         return info  # DeleteOptions may continue in the body: validated once it is read
     content_type = headers.get("Content-Type", "")

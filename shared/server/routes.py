@@ -170,8 +170,11 @@ class Routes:
         )
         await self._gate.authorize(user, attrs)
         storage = self._catalog.storage(target.group, target.version, target.plural)
-        if storage is None or (target.subresource and not _serves_subresource(storage, target.subresource)):
+        if storage is None:
             raise not_found()
+        if target.subresource and not _serves_subresource(storage, target.subresource):
+            # As kube-apiserver answers for a subresource a custom resource lacks: the object is "not found".
+            raise errors.not_found(target.group, target.plural, target.name or "")
         if target.subresource and info.verb != "get":
             raise method_not_allowed()  # subresources are read-only
         if target.namespace is None and target.name is not None:
@@ -193,6 +196,8 @@ class Routes:
             return await writes.update(call)
         if verb == "patch":
             return await writes.patch(call, self._limits.conflict_retries)
+        if verb == "deletecollection":
+            return await writes.delete_collection(call)
         return await writes.delete(call)
 
 

@@ -26,7 +26,7 @@ from shared.admission.cluster import collect_warnings, warning_header
 from shared.api import errors
 from shared.api import patch as patching
 from shared.api.fieldmanager import FieldManager
-from shared.bodies import JSON
+from shared.bodies import JSON, plain
 from shared.schema.defaults import apply_defaults
 from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
@@ -227,6 +227,32 @@ async def delete(call: Call) -> web.Response:
     if isinstance(preconditions, dict) and (preconditions.get("uid") or preconditions.get("resourceVersion")):
         await _check_preconditions(call, preconditions)
     return json_response(await call.storage.delete(call.ctx, call.namespace, call.name, options))
+
+
+@_with_warnings
+async def delete_collection(call: Call) -> web.Response:
+    """``deletecollection``: delete what a list with the same selectors returns, one object at a time.
+
+    As kube-apiserver does for a custom resource (one delete worker): each object is deleted as a
+    single DELETE would delete it, admission included (without a name, as kube builds it for a
+    collection); one already gone is skipped; the first refusal ends the request with its Status
+    and leaves the objects after it in place.  The answer is the list as it was read, before the
+    deletes.
+    """
+    body = await _delete_options_body(call)
+    body_dry_run = body.get("dryRun") or []
+    if not isinstance(body_dry_run, list):
+        raise errors.bad_request("DeleteOptions.dryRun must be a list")
+    options = write_options(call.info.write_query, "DeleteOptions", body_dry_run)
+    listed = await call.storage.list(call.ctx, call.namespace, call.info.list_options)
+    listed = {**listed, "items": [plain(item) for item in listed.get("items") or []]}
+    for item in listed["items"]:
+        try:
+            await call.storage.delete(call.ctx, call.namespace, item["metadata"]["name"], options, collection=True)
+        except errors.ApiError as err:
+            if err.code != 404:
+                raise
+    return json_response(listed)
 
 
 async def _delete_options_body(call: Call) -> dict[str, Any]:

@@ -37,9 +37,13 @@ class Side:
     client: DynamicClient
     resource: Any
     namespace: str
+    #: Where a request to the status subresource goes (differences.INTENTIONAL["status-subresource"]).
+    status_subresource: str = "status"
     #: name -> resourceVersions seen, oldest first; name -> uid.
     versions: dict[str, list[str]] = field(default_factory=dict)
     uids: dict[str, str] = field(default_factory=dict)
+    #: Whether an answer showed an object with finalizers (the runner then removes what is left of them).
+    held: bool = False
 
     @property
     def api_version(self) -> str:
@@ -52,12 +56,17 @@ class Side:
     def path(self, name: str | None = None) -> str:
         return str(self.resource.path(name=name, namespace=self.namespace))
 
-    def manifest(self, name: str, spec: Any, labels: JSON | None = None, annotations: JSON | None = None) -> JSON:
+    def manifest(self, name: str, spec: Any, labels: JSON | None = None, annotations: JSON | None = None,
+                 finalizers: tuple[str, ...] = (), owners: tuple[JSON, ...] = ()) -> JSON:
         meta: JSON = {"name": name, "namespace": self.namespace}
         if labels:
             meta["labels"] = dict(labels)
         if annotations:
             meta["annotations"] = dict(annotations)
+        if finalizers:
+            meta["finalizers"] = list(finalizers)
+        if owners:
+            meta["ownerReferences"] = [dict(owner) for owner in owners]
         return {"apiVersion": self.api_version, "kind": self.kind, "metadata": meta, "spec": spec}
 
     def current_version(self, name: str) -> str | None:
@@ -76,6 +85,7 @@ class Side:
                 self.versions[name].append(rv)
             if name and meta.get("uid"):
                 self.uids[name] = meta["uid"]
+            self.held = self.held or bool(meta.get("finalizers"))
 
     def send(self, method: str, path: str, body: Any = None, **params: Any) -> Outcome:
         """One request; the answer whatever its code (Status bodies parsed), with its warnings."""
@@ -140,6 +150,9 @@ class Operation:
 
     name: str
 
+    #: Whether a Status answer's message is compared (see Invalid.OWN_WORDS).
+    compares_message: ClassVar[bool] = True
+
     def run(self, side: Side) -> Outcome:
         raise NotImplementedError
 
@@ -154,9 +167,11 @@ class Create(Operation):
     #: fieldValidation, and whether the body carries an undeclared top-level field.
     field_validation: str | None = None
     unknown: str | None = None
+    finalizers: tuple[str, ...] = ()
+    owners: tuple[JSON, ...] = ()
 
     def run(self, side: Side) -> Outcome:
-        body = side.manifest(self.name, self.spec, self.labels, self.annotations)
+        body = side.manifest(self.name, self.spec, self.labels, self.annotations, self.finalizers, self.owners)
         query = _validation(body, self.field_validation, self.unknown)
         return side.send("post", side.path(), body, **_dry(self.dry_run), **query)
 
@@ -270,6 +285,46 @@ class List(Operation):
 
 
 @dataclass(frozen=True)
+class DeleteCollection(Operation):
+    """deletecollection with a label and a field selector."""
+
+    label_selector: str
+    field_selector: str
+    dry_run: bool
+    name: str = ""
+
+    def run(self, side: Side) -> Outcome:
+        params: JSON = {}
+        if self.label_selector:
+            params["label_selector"] = self.label_selector
+        if self.field_selector:
+            params["field_selector"] = self.field_selector.format(ns=side.namespace)
+        options: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if self.dry_run:
+            options["dryRun"] = [DRY_RUN]
+        return side.send("delete", side.path(), options, **params)
+
+
+@dataclass(frozen=True)
+class StatusRequest(Operation):
+    """A read or a write of the status subresource (see differences.INTENTIONAL["status-subresource"])."""
+
+    name: str
+    method: str  # "get" | "merge" | "put"
+    status: JSON
+
+    def run(self, side: Side) -> Outcome:
+        path = f"{side.path(self.name)}/{side.status_subresource}"
+        if self.method == "get":
+            return side.send("get", path)
+        if self.method == "merge":
+            return side.send("patch", path, {"status": self.status}, content_type="application/merge-patch+json")
+        body = side.manifest(self.name, {}) | {"status": self.status}
+        body["metadata"]["resourceVersion"] = side.current_version(self.name) or "1"
+        return side.send("put", path, body)
+
+
+@dataclass(frozen=True)
 class Invalid(Operation):
     """A body no server may accept; each side must refuse it the same way (and change nothing)."""
 
@@ -279,8 +334,18 @@ class Invalid(Operation):
         "bad-field-selector", "bad-label-selector", "bad-dry-run",
     )
 
+    #: The requests whose refusal is worded differently, each with the differences.INTENTIONAL row saying why.
+    OWN_WORDS: ClassVar[dict[str, str]] = {
+        "malformed-json": "go-decoder-messages", "metadata-not-object": "go-decoder-messages",
+        "bad-name": "names", "no-name": "no-generate-name", "bad-label-selector": "selector-parse-messages",
+    }
+
     name: str
     what: str
+
+    @property
+    def compares_message(self) -> bool:  # type: ignore[override]
+        return self.what not in self.OWN_WORDS
 
     def run(self, side: Side) -> Outcome:
         body = side.manifest(self.name, {})

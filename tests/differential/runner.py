@@ -19,6 +19,7 @@ from kubernetes.dynamic import DynamicClient
 from localcluster.cluster import Cluster
 
 from tests.differential.differences import (
+    UNSERVED_SUBRESOURCE,
     Tokens,
     normalise_body,
     normalise_object,
@@ -57,8 +58,8 @@ class World:
 SENTINEL = "zz-end"
 
 
-def _side(world: World, resource: Any, namespace: str) -> Side:
-    return Side(world.client, resource, namespace)
+def _side(world: World, resource: Any, namespace: str, status_subresource: str = "status") -> Side:
+    return Side(world.client, resource, namespace, status_subresource=status_subresource)
 
 
 def new_namespace(world: World, served: Served) -> str:
@@ -91,17 +92,27 @@ def _events(side: Side, since: str) -> list[JSON]:
 def compare(served: Served, ops: list[Operation], world: World) -> None:
     """Run ``ops`` on both sides of ``served``; fail at the first answer that differs."""
     namespace = new_namespace(world, served)
-    app, oracle = _side(world, served.application, namespace), _side(world, served.oracle, namespace)
-    groups = (served.kind.group, str(served.oracle.group))
+    app = _side(world, served.application, namespace)
+    oracle = _side(world, served.oracle, namespace, status_subresource=UNSERVED_SUBRESOURCE)
+    try:
+        _run_and_compare(served, ops, namespace, app, oracle)
+    finally:
+        for side in (app, oracle):
+            if side.held:
+                _let_go(side)
+
+
+def _run_and_compare(served: Served, ops: list[Operation], namespace: str, app: Side, oracle: Side) -> None:
     app_tokens, oracle_tokens = Tokens(), Tokens()
     starts = _starting_version(app), _starting_version(oracle)
-    versions = not served.kind.spec_as_given
     trail: list[str] = []
+    groups = (served.kind.group, str(served.oracle.group))
+    versions = not served.kind.spec_as_given
     for step, op in enumerate(ops):
         got, want = op.run(app), op.run(oracle)
         STATS["requests"] += 1
-        mine = _comparable(got, app_tokens, groups, versions)
-        theirs = _comparable(want, oracle_tokens, groups, versions)
+        mine = _comparable(got, app_tokens, groups, versions, op.compares_message)
+        theirs = _comparable(want, oracle_tokens, groups, versions, op.compares_message)
         trail.append(f"  {step}: {op!r}\n     oracle: {json.dumps(theirs, sort_keys=True)}")
         assert mine == theirs, _report(served, namespace, trail, mine, theirs)
     sentinel = Create(SENTINEL, minimal_spec(served.kind.schema), {}, {}, False)
@@ -119,6 +130,17 @@ def compare(served: Served, ops: list[Operation], world: World) -> None:
     assert events[0] == events[1], _report(served, namespace, trail, events[0], events[1])
 
 
+def _let_go(side: Side) -> None:
+    """Remove the finalizers a sequence left, so nothing waits on them later (no controller removes them:
+    a deleting object would stay forever, and deleting the oracle CRD would wait on its objects)."""
+    listed = side.send("get", side.path())
+    items = listed.body.get("items") or [] if isinstance(listed.body, dict) else []
+    for item in items:
+        if item["metadata"].get("finalizers"):
+            side.send("patch", side.path(item["metadata"]["name"]), {"metadata": {"finalizers": None}},
+                      content_type="application/merge-patch+json")
+
+
 def minimal_spec(schema: JSON) -> JSON:
     """A spec every server accepts: the required top-level properties only, each with a plain valid value."""
     props = schema.get("properties") or {}
@@ -127,8 +149,9 @@ def minimal_spec(schema: JSON) -> JSON:
             for key in schema.get("required") or []}
 
 
-def _comparable(outcome: Outcome, tokens: Tokens, groups: tuple[str, str], versions: bool) -> JSON:
-    return {"code": outcome.code, "body": normalise_body(outcome.body, tokens, groups, versions=versions),
+def _comparable(outcome: Outcome, tokens: Tokens, groups: tuple[str, str], versions: bool, messages: bool) -> JSON:
+    return {"code": outcome.code,
+            "body": normalise_body(outcome.body, tokens, groups, versions=versions, messages=messages),
             "warnings": sorted(outcome.warnings)}
 
 

@@ -16,12 +16,14 @@ from tests.differential.operations import (
     Apply,
     Create,
     Delete,
+    DeleteCollection,
     Get,
     Invalid,
     JsonPatch,
     List,
     MergePatch,
     Operation,
+    StatusRequest,
     Update,
 )
 
@@ -41,6 +43,19 @@ LABEL_SELECTORS = ("", "app=x", "app!=x", "tier", "!tier", "app in (x,y)", "app 
 FIELD_SELECTORS = ("", "metadata.name=a", "metadata.name!=b", "metadata.namespace={ns}",
                    "metadata.name=a,metadata.namespace={ns}")
 QUANTITIES = ("1Gi", "10Gi", "500m", "2", 1, 3, "0.5", "x1")
+#: Finalizers: domain-qualified, two kube-apiserver warns about (no domain; a dot but no path), one it knows,
+#: and one that is no qualified name (refused).
+FINALIZERS = ("example.com/hold", "example.com/also", "plain", "dotted.name", "orphan", "Not Valid")
+_OWNER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "0d6f8b52-0000-4000-8000-000000000001"}
+#: ownerReferences: none, one, a controller and a blocking one, and two refused ones (no uid; two controllers).
+OWNER_REFERENCES: tuple[tuple[JSON, ...], ...] = (
+    (),
+    (_OWNER,),
+    ({**_OWNER, "controller": True, "blockOwnerDeletion": True},),
+    ({k: v for k, v in _OWNER.items() if k != "uid"},),
+    ({**_OWNER, "controller": True}, {**_OWNER, "name": "other", "uid": _OWNER["uid"][:-1] + "2", "controller": True}),
+)
+STATUSES: tuple[JSON, ...] = ({}, {"phase": "x"}, {"conditions": [{"type": "Ready", "status": "True"}]})
 
 
 def _limited(values: st.SearchStrategy[Any], node: JSON) -> st.SearchStrategy[Any]:
@@ -104,6 +119,25 @@ def annotations() -> st.SearchStrategy[dict[str, str]]:
     return st.dictionaries(st.sampled_from(ANNOTATION_KEYS), st.sampled_from(("v", "")), max_size=1)
 
 
+def finalizers() -> st.SearchStrategy[tuple[str, ...]]:
+    """Mostly none, else one or two (the same one twice now and then)."""
+    some = st.lists(st.sampled_from(FINALIZERS), min_size=1, max_size=2).map(tuple)
+    return st.one_of(st.just(()), st.just(()), some)
+
+
+def owners() -> st.SearchStrategy[tuple[JSON, ...]]:
+    return st.one_of(st.just(()), st.just(()), st.sampled_from(OWNER_REFERENCES))
+
+
+def _metadata_patch() -> st.SearchStrategy[JSON]:
+    """A merge patch of metadata: labels, finalizers and ownerReferences set, replaced or removed (null)."""
+    return st.fixed_dictionaries({}, optional={
+        "labels": _label_patch(),
+        "finalizers": st.one_of(st.none(), finalizers().map(list)),
+        "ownerReferences": st.one_of(st.none(), owners().map(lambda refs: [dict(r) for r in refs])),
+    })
+
+
 def _label_patch() -> st.SearchStrategy[dict[str, str | None]]:
     return st.dictionaries(st.sampled_from(LABEL_KEYS), st.sampled_from((*LABEL_VALUES, None)), max_size=2)
 
@@ -136,24 +170,27 @@ def operation(schema: JSON) -> st.SearchStrategy[Operation]:
     validation = st.sampled_from((None, "Strict", "Warn", "Ignore"))
     unknown = st.sampled_from((None, *UNDECLARED))
     return st.one_of(
-        st.builds(Create, names, spec, labels(), annotations(), dry, validation, unknown),
+        st.builds(Create, names, spec, labels(), annotations(), dry, validation, unknown, finalizers(), owners()),
         st.builds(Get, names),
         st.builds(Update, names, spec, labels(), st.sampled_from(("current", "none", "stale")), dry, validation,
                   unknown),
         st.builds(MergePatch, names,
                   st.fixed_dictionaries({}, optional={"spec": obj(schema, all_optional=True),
-                                                      "metadata": st.fixed_dictionaries({"labels": _label_patch()})}),
+                                                      "metadata": _metadata_patch()}),
                   dry),
         st.builds(JsonPatch, names, _json_patch_ops(schema), dry),
         st.builds(Apply, names, st.sampled_from(MANAGERS), obj(schema, all_optional=True), labels(),
                   st.booleans(), dry),
         st.builds(Delete, names, st.sampled_from((None, "uid", "bad-uid", "rv", "stale-rv")), dry),
         st.builds(List, st.sampled_from(LABEL_SELECTORS), st.sampled_from(FIELD_SELECTORS)),
+        st.builds(DeleteCollection, st.sampled_from(LABEL_SELECTORS), st.sampled_from(FIELD_SELECTORS), dry),
+        st.builds(StatusRequest, names, st.sampled_from(("get", "merge", "put")), st.sampled_from(STATUSES)),
         st.builds(Invalid, names, st.sampled_from(Invalid.WHAT)),
     )
 
 
 def sequence(schema: JSON, max_size: int = 8) -> st.SearchStrategy[list[Operation]]:
     """A request sequence: starting with a create, so most sequences have an object to work on."""
-    first = st.builds(Create, st.sampled_from(NAMES), obj(schema), labels(), annotations(), st.just(False))
+    first = st.builds(Create, st.sampled_from(NAMES), obj(schema), labels(), annotations(), st.just(False),
+                      st.none(), st.none(), finalizers(), owners())
     return st.tuples(first, st.lists(operation(schema), max_size=max_size - 1)).map(lambda t: [t[0], *t[1]])

@@ -16,12 +16,14 @@ from tests.differential.operations import (
     Apply,
     Create,
     Delete,
+    DeleteCollection,
     Get,
     Invalid,
     JsonPatch,
     MergePatch,
     Operation,
     Side,
+    StatusRequest,
     Update,
 )
 from tests.differential.runner import World, compare, new_namespace
@@ -114,3 +116,27 @@ def test_an_update_needs_a_resource_version(world: World) -> None:
 
 def test_a_delete_without_finalizers_answers_a_status(world: World) -> None:
     _run(world, "vpc", Create("a", {"region": "x"}, {}, {}, False), Delete("a", None, True), Delete("a", None, False))
+
+
+def test_an_owner_reference_is_owned_whole(world: World) -> None:
+    """Found by the generated ownerReferences: kube's OwnerReference is an atomic struct, so its applier owns
+    ``k:{"uid":...}`` with no fields under it."""
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "0d6f8b52-0000-4000-8000-000000000001"}
+    _run(world, "vpc", Create("a", {"region": "x"}, {}, {}, False, owners=(owner,)), Get("a"))
+
+
+def test_metadata_and_spec_causes_come_together(world: World) -> None:
+    """Found by the generated finalizers: a create wrong in its finalizers and its spec gets every cause at once."""
+    _run(world, "vpc", Create("a", {}, {}, {}, False, finalizers=("Not Valid", "orphan", "foregroundDeletion")))
+
+
+def test_a_finalizer_holds_a_deletion_and_a_deletecollection(world: World) -> None:
+    _run(world, "bucket", Create("a", {}, {"app": "x"}, {}, False, finalizers=("example.com/hold",)),
+         Create("b", {}, {"app": "x"}, {}, False), DeleteCollection("app=x", "", False), Get("a"), Get("b"),
+         MergePatch("a", {"metadata": {"finalizers": ["example.com/hold", "example.com/late"]}}, False),
+         MergePatch("a", {"metadata": {"finalizers": None}}, False), Get("a"))
+
+
+@pytest.mark.parametrize("method", ["get", "merge", "put"])
+def test_the_status_subresource_is_not_served(world: World, method: str) -> None:
+    _run(world, "redis", Create("a", {}, {}, {}, False), StatusRequest("a", method, {"phase": "x"}))

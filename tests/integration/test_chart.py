@@ -354,7 +354,8 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
         assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
         assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
         assert edit["rules"] == [{"apiGroups": [group], "resources": ["*"],
-                                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+                                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete",
+                                            "deletecollection"]}]
         assert view["rules"] == [{"apiGroups": [group], "resources": ["*"], "verbs": ["get", "list", "watch"]}]
     assert not any(name.endswith((":edit", ":view"))
                    for name in names(helm.template("rbac.aggregateToTenantRoles=false"), "ClusterRole"))
@@ -967,7 +968,7 @@ def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Clust
         own = kubectl(control_plane, "create", "--as", "tenant", "--validate=false", "-o", "json", "-f", "-",
                      input=json.dumps(review))
         assert json.loads(own.stdout)["status"]["allowed"] is True
-        for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"):
             assert can("tenant", verb, HELM_GROUP, "postgreses"), verb
             assert can("tenant", verb, TOFU_GROUP, "vpcs"), verb
         # The backing objects stay out of reach, and so do other namespaces.
@@ -983,6 +984,7 @@ def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Clust
         assert can("viewer", "list", HELM_GROUP, "postgreses") and can("viewer", "watch", TOFU_GROUP, "vpcs")
         assert not can("viewer", "create", HELM_GROUP, "postgreses")
         assert not can("viewer", "delete", TOFU_GROUP, "vpcs")
+        assert not can("viewer", "deletecollection", HELM_GROUP, "postgreses")
     finally:
         for role, rules in previous.items():
             kubectl(control_plane, "patch", "clusterrole", role, "--type=merge", "-p", json.dumps({"rules": rules}))

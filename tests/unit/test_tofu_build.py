@@ -186,7 +186,8 @@ def test_update_keeps_what_controllers_and_operators_own() -> None:
     meta = tf["metadata"]
     assert meta["resourceVersion"] == "7"
     assert meta["finalizers"] == ["finalizers.tf.contrib.fluxcd.io"]
-    assert meta["ownerReferences"][0]["name"] == "owner"
+    # ownerReferences are the Application's: an update without them removes them, as on a CRD
+    assert "ownerReferences" not in meta
     # foreign annotations stay, the user's are replaced by what the Application says now
     assert meta["annotations"] == {"reconcile.fluxcd.io/requestedAt": "now", "apps.cozystack.io-note": "x"}
     assert tf["spec"]["suspend"] is True

@@ -52,7 +52,8 @@ RESET: tuple[Path, ...] = ((field("status"),),)
 
 _STRING_MAP: JSON = {"type": "object", "additionalProperties": {"type": "string"}}
 #: ``ObjectMeta`` as the field manager sees it (labels and annotations are granular maps, finalizers
-#: a set, owner references a map list keyed by uid).
+#: a set, owner references a map list keyed by uid whose items are atomic: kube's OwnerReference is a
+#: ``structType=atomic``, so a manager owns a reference whole, ``k:{"uid":...}`` with no fields under it).
 OBJECT_META: JSON = {
     "type": "object",
     "properties": {
@@ -66,7 +67,7 @@ OBJECT_META: JSON = {
         "finalizers": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
         "ownerReferences": {
             "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["uid"],
-            "items": {"type": "object", "properties": {
+            "items": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {
                 **{name: {"type": "string"} for name in ("apiVersion", "kind", "name", "uid")},
                 "controller": {"type": "boolean"}, "blockOwnerDeletion": {"type": "boolean"}}},
         },

@@ -187,7 +187,8 @@ class MemoryStorage:
         self._notify("MODIFIED", out)
         return copy.deepcopy(out)
 
-    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions) -> JSON:
+    async def delete(self, ctx: RequestContext, namespace: str, name: str, options: WriteOptions, *,
+                     collection: bool = False) -> JSON:
         await self._maybe_fail()
         self.write_options.append(options)
         current = self.objects.get((namespace, name))
@@ -432,7 +433,7 @@ async def test_verb_mapping(env: Env) -> None:
 
 
 async def test_unsupported_routes(env: Env) -> None:
-    await status_of(await env.call("DELETE", f"{BASE}/namespaces/ns/things"), 405, "MethodNotAllowed")
+    await status_of(await env.call("DELETE", f"{BASE}/things"), 405, "MethodNotAllowed")
     await status_of(await env.call("POST", f"{BASE}/things", json=thing("x")), 405, "MethodNotAllowed")
     await status_of(await env.call("POST", f"{BASE}/namespaces/ns/things/a", json={}), 405)
     await status_of(await env.call("PUT", f"{BASE}/namespaces/ns/things", json={}), 405)
