@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
+from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -29,7 +30,6 @@ from shared.client.informer import Informer, without_managed_fields
 from shared.client.kube import ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
-from shared.server.admission import add_warning
 
 from .build import build, fence
 from .definition import ApplicationDefinition

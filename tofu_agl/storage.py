@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
+from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
@@ -38,7 +39,6 @@ from shared.client.informer import Informer, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
-from shared.server.admission import add_warning
 
 from . import plan
 from .approval import approved_plan
