@@ -26,7 +26,7 @@ from localcluster.cluster import Cluster
 
 from tests.flux import events
 from tests.kube import FIXTURES, get_json, kubectl, load_fixture, wait_for
-from tests.recorded import STATUS_DIR
+from tests.recorded import STATUS_DIR, record_or_check_event
 
 NS = "tenant-flux"
 HR = "helmreleases.helm.toolkit.fluxcd.io"
@@ -206,6 +206,7 @@ def test_describe_shows_helm_controllers_failure_as_an_event(helm: Cluster) -> N
     try:
         original = wait_for(lambda: originals_with(helm, "redis-noisy", TOO_MANY), "helm-controller's Event",
                             timeout=SLOW)[0]
+        record_or_check_event("helmrelease-install-failed", original)
         text = wait_for(lambda: TOO_MANY in (d := events.described_events(helm, "redis", "noisy", NS)) and d,
                         "the Event in kubectl describe", timeout=60, interval=1)
         line = next(line for line in text.splitlines() if TOO_MANY in line)

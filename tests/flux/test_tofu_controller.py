@@ -29,7 +29,7 @@ from localcluster.cluster import Cluster
 
 from tests.flux import events, tofu
 from tests.kube import ROOT, Api, get_json, kubectl, wait_for
-from tests.recorded import record_or_check_terraform
+from tests.recorded import record_or_check_event, record_or_check_terraform
 
 GROUP = tofu.GROUP
 SLOW = tofu.SLOW
@@ -250,7 +250,8 @@ def test_failed_plan_shows_opentofu_message_and_is_retried(stack: Cluster) -> No
     assert "TFExecPlanFailed" in shown and "tf-controller" in shown, shown  # tofu-controller reports as that
     assert "size must be between 1 and 10." in events.events_for(stack, "widget", "broken", NS)
     original = next(e for e in events.about(stack, NS, "Terraform", "widget-broken")
-                    if "size must be between" in e.get("message", ""))
+                    if "size must be between" in e.get("message", "") and e["reason"] == "TFExecPlanFailed")
+    record_or_check_event("terraform-plan-failed", original)
     relayed = wait_for(lambda: [e for e in events.relayed(stack, NS, "Widget", "broken")
                                 if events.origin(e) == f"{NS}/{original['metadata']['name']}"
                                 and e["count"] == original["count"]], "the relayed Event with the count", timeout=60)

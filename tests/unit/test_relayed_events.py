@@ -23,6 +23,7 @@ from shared.api.relayed import (
     selects,
 )
 from shared.client.fence import FENCE_LABEL
+from tests.recorded import load_recorded
 from tests.unit.helm_samples import DEFN, make_app
 from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl import relay as tofu_relay
@@ -79,6 +80,37 @@ def test_a_relayed_event_is_never_relayed_again() -> None:
     event["metadata"]["annotations"] = {RELAYED_FROM: "tenant-root/x"}
     assert not selects(event, HELM)
     assert not selects({"metadata": {}}, HELM)
+
+
+# ------------------------------------------------------------------------------------------ recorded Events
+#: Events as the real helm-controller and tofu-controller wrote them (tests/data/status/event-*.yaml).
+HELM_RECORDED = load_recorded("event-helmrelease-install-failed")
+TOFU_RECORDED = load_recorded("event-terraform-plan-failed")
+
+
+def test_the_controllers_write_core_v1_events() -> None:
+    """client-go's legacy recorder: count and first/last timestamps, no eventTime, reporter in source."""
+    for recorded in (HELM_RECORDED, TOFU_RECORDED):
+        assert recorded["apiVersion"] == "v1" and recorded["eventTime"] is None
+        assert observed(recorded) == (recorded["count"], recorded["firstTimestamp"], recorded["lastTimestamp"])
+    assert (reporter(HELM_RECORDED), reporter(TOFU_RECORDED)) == ("helm-controller", "tf-controller")
+
+
+def test_each_service_selects_its_own_controllers_events() -> None:
+    assert selects(HELM_RECORDED, helm_relay.WATCHED) and not selects(HELM_RECORDED, tofu_relay.WATCHED)
+    assert selects(TOFU_RECORDED, tofu_relay.WATCHED) and not selects(TOFU_RECORDED, helm_relay.WATCHED)
+
+
+def test_a_recorded_event_restated_about_its_application() -> None:
+    involved = TOFU_RECORDED["involvedObject"]
+    widget = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Widget", "name": "broken",
+              "namespace": involved["namespace"], "uid": involved["uid"]}
+    body = relayed_event(TOFU_RECORDED, widget, TOFU_RECORDED["message"], "tofu-agl")
+    assert body["involvedObject"] == widget and body["metadata"]["namespace"] == involved["namespace"]
+    assert body["metadata"]["name"] == f"broken.{TOFU_RECORDED['metadata']['uid']}"
+    assert {k: body[k] for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp")} == \
+        {k: TOFU_RECORDED[k] for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp")}
+    assert body["source"] == {"component": "tf-controller"} and body["reportingComponent"] == "tf-controller"
 
 
 # ------------------------------------------------------------------------------------------ the body
