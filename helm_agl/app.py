@@ -8,12 +8,14 @@ from shared.admission.cluster import ClusterAdmission
 from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
+from shared.client.relay import EventRelay
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import ApplicationDefinition
 from .names import GROUP, HR_GVR, VERSION
 from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
 from .registry import KindRegistry
+from .relay import WATCHED, resolver
 from .storage import ApplicationStorage
 
 COMPONENT = "helm-agl"
@@ -40,12 +42,14 @@ def wiring(args: argparse.Namespace) -> Build:
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)
+        relay = EventRelay(releases, WATCHED, resolver(lambda: [s.definition for s in registry.served.values()]),
+                           COMPONENT, ctx.leader)
 
         async def close() -> None:
             await registry.close()
             await admission.stop()
 
         return Wiring(operator=operator_registry(reconciler, ctx.kopf_login), close=close,
-                      tasks=[reconciler.lead])
+                      tasks=[reconciler.lead, relay.run])
 
     return build

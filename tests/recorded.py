@@ -53,3 +53,28 @@ def record_or_check_terraform(phase: str, terraform: dict[str, Any]) -> None:
     expected = yaml.safe_load(path.read_text())["status"]
     assert status_shape(terraform.get("status", {})) == status_shape(expected), \
         f"tofu-controller's {phase} status changed shape; see {path}"
+
+
+#: What a recorded Event keeps: everything but the server-set bookkeeping that changes on every run.
+EVENT_DROPPED = ("managedFields", "resourceVersion", "creationTimestamp")
+
+
+def event_shape(event: dict[str, Any]) -> dict[str, Any]:
+    """What must stay the same between runs: the fields present, who reported it, its type and reason."""
+    return {"fields": sorted(k for k, v in event.items() if v not in (None, "", {})),
+            "source": event.get("source"), "reportingComponent": event.get("reportingComponent"),
+            "type": event.get("type"), "reason": event.get("reason")}
+
+
+def record_or_check_event(name: str, event: dict[str, Any]) -> None:
+    """With ``AGL_RECORD_FLUX=1`` record a controller's Event as ``event-<name>.yaml``; otherwise check that the
+    live one still has the recorded shape (which Events API wrote it shows in its fields: core/v1 has ``count``
+    and ``firstTimestamp``, events.k8s.io/v1 ``eventTime``)."""
+    path = STATUS_DIR / f"event-{name}.yaml"
+    if os.environ.get("AGL_RECORD_FLUX") == "1":
+        kept = {**event, "metadata": {k: v for k, v in event["metadata"].items() if k not in EVENT_DROPPED}}
+        header = f"# An Event as the real controller wrote it: {name} (recorded by tests/flux/)\n"
+        path.write_text(header + yaml.safe_dump(kept, sort_keys=False, allow_unicode=True))
+        return
+    expected = yaml.safe_load(path.read_text())
+    assert event_shape(event) == event_shape(expected), f"the controller's {name} Event changed shape; see {path}"

@@ -9,13 +9,15 @@ from shared.api.names import dns1123_subdomain_error
 from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
+from shared.client.relay import EventRelay
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import TofuApplicationDefinition
 from .names import DEFAULT_GROUP, TF_GROUP, TF_PLURAL, TF_VERSION, VERSION
 from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
 from .registry import KindRegistry
-from .storage import ApplicationStorage
+from .relay import WATCHED, resolver
+from .storage import SECRETS, ApplicationStorage
 
 COMPONENT = "tofu-agl"
 TERRAFORMS = GVR(TF_GROUP, TF_VERSION, TF_PLURAL)
@@ -58,12 +60,16 @@ def wiring(args: argparse.Namespace) -> Build:
 
         registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader)
+        secrets = ObjectClient(ctx.api, SECRETS)
+        relay = EventRelay(terraforms, WATCHED,
+                           resolver(lambda: [s.definition for s in registry.served.values()], group, secrets),
+                           COMPONENT, ctx.leader)
 
         async def close() -> None:
             await registry.close()
             await admission.stop()
 
         return Wiring(operator=operator_registry(reconciler, ctx.kopf_login), close=close,
-                      tasks=[reconciler.lead])
+                      tasks=[reconciler.lead, relay.run])
 
     return build

@@ -24,9 +24,10 @@ import yaml
 from localcluster import flux, services
 from localcluster.cluster import Cluster
 
+from tests.flux import events
 from tests.flux.kstatus import verdict
 from tests.kube import FIXTURES, get_json, kubectl, load_fixture, wait_for
-from tests.recorded import STATUS_DIR
+from tests.recorded import STATUS_DIR, record_or_check_event
 
 NS = "tenant-flux"
 HR = "helmreleases.helm.toolkit.fluxcd.io"
@@ -208,6 +209,70 @@ def test_helm_controller_giving_up_is_stalled_and_failed(helm: Cluster) -> None:
     assert conds["Stalled"]["reason"] == condition(release, "Stalled")["reason"]  # type: ignore[index]
     assert verdict(app)[0] == "Failed"
     kubectl(helm, "delete", "giveup", "ext", "-n", NS, "--wait=false")
+TOO_MANY = "replicas: 10 is more than this chart supports (9)"
+
+
+def originals_with(cluster: Cluster, release: str, text: str) -> list[dict[str, Any]]:
+    """helm-controller's Events about the HelmRelease that say ``text``."""
+    return [e for e in events.about(cluster, NS, "HelmRelease", release) if text in e.get("message", "")]
+
+
+def relayed_in_step(cluster: Cluster, app: str, release: str) -> list[dict[str, Any]] | None:
+    """The relayed Events of Application ``app`` once each of helm-controller's Events about ``release`` is
+    relayed exactly once, with its count; else None."""
+    originals = {f"{NS}/{e['metadata']['name']}": e for e in events.about(cluster, NS, "HelmRelease", release)}
+    relayed = events.relayed(cluster, NS, "Redis", app)
+    by_origin = [events.origin(e) for e in relayed]
+    assert len(by_origin) == len(set(by_origin)), f"an Event was relayed twice: {sorted(by_origin)}"
+    if not originals or set(by_origin) != set(originals):
+        return None
+    if any(e.get("count") != originals[events.origin(e)].get("count") for e in relayed):
+        return None
+    return relayed
+
+
+def test_describe_shows_helm_controllers_failure_as_an_event(helm: Cluster) -> None:
+    """A tenant who reads only the Application sees helm-controller's own Event about the failed install."""
+    apply_app(helm, "Redis", "noisy", {"replicas": 10})
+    try:
+        original = wait_for(lambda: originals_with(helm, "redis-noisy", TOO_MANY), "helm-controller's Event",
+                            timeout=SLOW)[0]
+        record_or_check_event("helmrelease-install-failed", original)
+        text = wait_for(lambda: TOO_MANY in (d := events.described_events(helm, "redis", "noisy", NS)) and d,
+                        "the Event in kubectl describe", timeout=60, interval=1)
+        line = next(line for line in text.splitlines() if TOO_MANY in line)
+        assert original["reason"] in line and "helm-controller" in line and original["type"] in line, line
+        app = get_json(helm, "redis", "noisy", "-n", NS)
+        relayed = next(e for e in events.relayed(helm, NS, "Redis", "noisy")
+                       if events.origin(e) == f"{NS}/{original['metadata']['name']}")
+        assert (relayed["type"], relayed["reason"], relayed["message"]) == \
+            (original["type"], original["reason"], original["message"])
+        assert relayed["source"]["component"] == relayed["reportingComponent"] == "helm-controller"
+        assert relayed["involvedObject"] == {"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Redis",
+                                             "name": "noisy", "namespace": NS, "uid": app["metadata"]["uid"]}
+        assert TOO_MANY in events.events_for(helm, "redis", "noisy", NS)
+    finally:
+        kubectl(helm, "delete", "redis", "noisy", "-n", NS, "--wait=false")
+
+
+def test_relayed_events_are_written_once_and_follow_the_original_across_a_restart(helm: Cluster) -> None:
+    """Deterministic names and server-side apply: the restarted service lists and relays every original again,
+    duplicates none, and the original's grown count updates the relayed Event in place."""
+    apply_app(helm, "Redis", "restarted", {"replicas": 10})
+    try:
+        before = wait_for(lambda: relayed_in_step(helm, "restarted", "redis-restarted"), "every Event relayed",
+                          timeout=SLOW, interval=1)
+        counted = {events.origin(e): e.get("count", 1) for e in before}
+        services.stop(helm, services.HELM_AGL)
+        services.start(helm, services.HELM_AGL)
+        # helm-controller retries the install every 30s: a count above the one before the restart was written
+        # by the restarted service (which re-listed every original first).
+        after = wait_for(lambda: (r := relayed_in_step(helm, "restarted", "redis-restarted"))
+                         and any(e.get("count", 1) > counted.get(events.origin(e), 0) for e in r) and r,
+                         "a grown count relayed by the restarted service", timeout=SLOW, interval=1)
+        assert {e["metadata"]["name"] for e in before} <= {e["metadata"]["name"] for e in after}
+    finally:
+        kubectl(helm, "delete", "redis", "restarted", "-n", NS, "--wait=false")
 
 
 def test_definition_chart_change_rolls_out_and_upgrades(helm: Cluster) -> None:

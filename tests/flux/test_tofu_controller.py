@@ -27,10 +27,10 @@ import pytest
 from localcluster import flux, gitserver, services
 from localcluster.cluster import Cluster
 
-from tests.flux import tofu
+from tests.flux import events, tofu
 from tests.flux.kstatus import verdict
-from tests.kube import Api, get_json, kubectl, wait_for
-from tests.recorded import record_or_check_terraform
+from tests.kube import ROOT, Api, get_json, kubectl, wait_for
+from tests.recorded import record_or_check_event, record_or_check_terraform
 
 GROUP = tofu.GROUP
 SLOW = tofu.SLOW
@@ -242,9 +242,74 @@ def test_failed_plan_shows_opentofu_message_and_is_retried(stack: Cluster) -> No
         return sum(e.get("count", 1) for e in events if "size must be between" in e.get("message", "")) >= 2
 
     wait_for(retried, "tofu-controller to retry the failed plan after retryInterval", timeout=120, interval=2)
+    # A tenant who reads only the Widget sees tofu-controller's own Event, relayed with its count.
+    shown = wait_for(lambda: "size must be between 1 and 10." in (d := events.described_events(
+        stack, "widgets", "broken", NS)) and d, "the failed plan in kubectl describe", timeout=60, interval=1)
+    assert "TFExecPlanFailed" in shown and "tf-controller" in shown, shown  # tofu-controller reports as that
+    assert "size must be between 1 and 10." in events.events_for(stack, "widget", "broken", NS)
+    original = next(e for e in events.about(stack, NS, "Terraform", "widget-broken")
+                    if "size must be between" in e.get("message", "") and e["reason"] == "TFExecPlanFailed")
+    record_or_check_event("terraform-plan-failed", original)
+    relayed = wait_for(lambda: [e for e in events.relayed(stack, NS, "Widget", "broken")
+                                if events.origin(e) == f"{NS}/{original['metadata']['name']}"
+                                and e["count"] == original["count"]], "the relayed Event with the count", timeout=60)
+    assert len(relayed) == 1
+    assert (relayed[0]["type"], relayed[0]["reason"], relayed[0]["message"]) == \
+        (original["type"], original["reason"], original["message"])
+    assert relayed[0]["source"]["component"] == "tf-controller"
     kubectl(stack, "patch", "widget", "broken", "-n", NS, "--type=merge", "-p", '{"spec":{"size":4}}')
     wait_status(stack, "widgets", "broken", "Ready")
     assert verdict(app_of(stack, "widgets", "broken"))[0] == "Current"  # Failed was not for ever
+
+
+REDACTION = ROOT / "tests" / "data" / "modules" / "redaction"
+#: Values that OpenTofu prints in clear in its diagnostic (the module does not mark them sensitive).
+IN_THE_SPEC = "leak-in-the-spec-7f3a9c"
+IN_A_SECRET = "leak-from-a-secret-5d1e08"
+REDACTED = "(sensitive value)"
+
+
+def test_relayed_events_carry_no_secret_values(stack: Cluster) -> None:
+    """tofu-controller's Event holds OpenTofu's diagnostic with a sensitive spec value and a value from a Secret
+    in clear; the Event relayed onto the Application holds neither."""
+    tofu.serve_module(stack, "redaction", REDACTION)
+    schema = {"type": "object", "properties": {"token": {"type": "string", "x-cozystack-sensitive": True}}}
+    defn = tofu.definition(stack, "Keeper", "keepers", schema, "redaction", approvePlan="auto",
+                           varsFrom=[{"kind": "Secret", "name": "keeper-secret"}], variableNaming="snake_case")
+    kubectl(stack, "create", "secret", "generic", "keeper-secret", "-n", NS,
+            f"--from-literal=from_secret={IN_A_SECRET}")
+    kubectl(stack, "apply", "-f", "-", input=json.dumps(defn))
+    try:
+        tofu.served(stack, "keepers")
+        create(stack, "Keeper", "vault", {"token": IN_THE_SPEC})
+
+        def leaking() -> list[dict[str, Any]]:
+            found = [e for e in events.about(stack, NS, "Terraform", "keeper-vault")
+                     if IN_THE_SPEC in e.get("message", "") or IN_A_SECRET in e.get("message", "")]
+            said = " ".join(e["message"] for e in found)
+            return found if IN_THE_SPEC in said and IN_A_SECRET in said else []
+
+        originals = wait_for(leaking, "tofu-controller's Events printing both values", timeout=SLOW, interval=2)
+        origins = {f"{NS}/{e['metadata']['name']}" for e in originals}
+        relayed = wait_for(lambda: (r := [e for e in events.relayed(stack, NS, "Keeper", "vault")
+                                          if events.origin(e) in origins]) and len(r) == len(origins) and r,
+                           "the relayed Events", timeout=60, interval=1)
+        by_origin = {f"{NS}/{e['metadata']['name']}": e for e in originals}
+        for event in relayed:
+            original = by_origin[events.origin(event)]
+            assert IN_THE_SPEC not in event["message"] and IN_A_SECRET not in event["message"], event["message"]
+            expected = original["message"]
+            for secret in (IN_THE_SPEC, IN_A_SECRET):  # masked as OpenTofu quotes it, then bare
+                expected = expected.replace(json.dumps(secret), REDACTED).replace(secret, REDACTED)
+            assert event["message"] == expected and "must not start with leak-" in expected
+            assert (event["type"], event["reason"]) == (original["type"], original["reason"])
+        assert "TFExecPlanFailed" in {e["reason"] for e in relayed}
+        shown = events.described_events(stack, "keepers", "vault", NS)
+        assert "must not start with leak-" in shown and IN_THE_SPEC not in shown and IN_A_SECRET not in shown
+    finally:
+        kubectl(stack, "delete", "keeper", "vault", "-n", NS, "--wait=true", "--timeout=120s", check=False)
+        kubectl(stack, "delete", "tofuapplicationdefinition", "keepers", check=False)
+        kubectl(stack, "delete", "secret", "keeper-secret", "-n", NS, check=False)
 
 
 def test_delete_shows_deleting_while_the_destroy_runs(stack: Cluster) -> None:

@@ -118,7 +118,7 @@ def expected_rules(backing_group: str, backing: str, definitions: str, apiservic
          "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
         {"apiGroups": ["cozystack.io"], "resources": [definitions], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["cozystack.io"], "resources": [f"{definitions}/status"], "verbs": ["patch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "list", "watch"]},
         {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
         {"apiGroups": ["admissionregistration.k8s.io"],
          "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings",
@@ -863,6 +863,9 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert not can("update", "cozystack.io", definitions, name="x")
     assert not can("patch", "cozystack.io", definitions, name="x")
     assert can("create", "", "events", namespace="tenant-x") and can("patch", "", "events", namespace="tenant-x")
+    # The Event relay: the backend controller's Events about backing objects, in every namespace; never deleted.
+    assert can("list", "", "events") and can("watch", "", "events")
+    assert not can("delete", "", "events", namespace="tenant-x")
     assert can("patch", "apiregistration.k8s.io", "apiservices", name=f"v1alpha1.{group}")
     assert not can("patch", "apiregistration.k8s.io", "apiservices", name="v1.apps")
     assert not can("delete", "apiregistration.k8s.io", "apiservices", name=f"v1alpha1.{group}")
