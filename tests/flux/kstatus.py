@@ -9,13 +9,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from localcluster import build
+from localcluster import kstatus
 
 
 @functools.cache
 def tool() -> Path:
     """The verdict tool (already built by ``localcluster build``; built here, about 20 s, when it is not)."""
-    return build.ensure_kstatus()
+    return kstatus.ensure_kstatus()
 
 
 def verdict(obj: dict[str, Any]) -> tuple[str, str]:

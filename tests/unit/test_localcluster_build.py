@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from localcluster import build, versions
+from localcluster import build, kstatus, versions
 
 
 def test_missing_go_names_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,11 +114,11 @@ def test_the_wrapper_module_replaces_by_path() -> None:
 
 def test_the_kstatus_tool_is_built_from_its_own_main_against_the_pinned_kstatus(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    target = build.kstatus_target()
+    target = kstatus.kstatus_target()
     assert (target.module, target.version) == (versions.KSTATUS_MODULE, versions.KSTATUS)
-    assert target.main_source == build.KSTATUS_MAIN.read_text()
+    assert target.main_source == kstatus.KSTATUS_MAIN.read_text()
     assert '"github.com/fluxcd/cli-utils/pkg/kstatus/status"' in target.main_source
     changed = tmp_path / "kstatus_verdict.go"
     changed.write_text(target.main_source + "\n// changed\n")
-    monkeypatch.setattr(build, "KSTATUS_MAIN", changed)
-    assert build.kstatus_target().binary != target.binary  # a changed main is never a stale cached binary
+    monkeypatch.setattr(kstatus, "KSTATUS_MAIN", changed)
+    assert kstatus.kstatus_target().binary != target.binary  # a changed main is never a stale cached binary

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import build, crds
+from . import build, crds, kstatus
 from .build import BuildError, log
 from .cluster import Cluster, ClusterError
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
     parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,43 +27,56 @@ def main(argv: list[str] | None = None) -> int:
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
     user.add_argument("username")
     user.add_argument("--group", action="append", default=[])
-    args = parser.parse_args(argv)
+    return parser
+
+
+def build_all(flux: bool) -> None:
+    build.ensure_binaries()
+    build.ensure_helm()
+    kstatus.ensure_kstatus()
+    if flux:
+        build.ensure_tofu()
+        build.ensure_flux()
+
+
+def up(cluster: Cluster, *, with_services: bool, with_flux: bool) -> None:
+    cluster.up()
+    build.ensure_helm()
+    crds.install(cluster)
+    if with_services:
+        from . import services
+
+        services.start_all(cluster)
+    build.ensure_tofu()
+    from . import flux, samples
+
+    if with_flux:
+        controllers = flux.start(cluster)
+        log(f"{', '.join(reversed(flux.CONTROLLERS))} running; charts served at {controllers.chart_repository}")
+    local = samples.local_definitions(cluster.dir / "samples" / "definitions", flux.state_kubeconfig(cluster))
+    log(f"sample definitions for this cluster (Tofu state reached through a kubeconfig): {local}")
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    print(f"export PATH={build.kubectl_dir()}:$PATH")
+
+
+def down(cluster: Cluster) -> None:
+    from . import flux, services
+
+    flux.stop(cluster)
+    services.stop_all(cluster)
+    cluster.down()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     cluster = Cluster(args.name)
     try:
         if args.command == "build":
-            build.ensure_binaries()
-            build.ensure_helm()
-            build.ensure_kstatus()
-            if args.flux:
-                build.ensure_tofu()
-                build.ensure_flux()
+            build_all(args.flux)
         elif args.command == "up":
-            cluster.up()
-            build.ensure_helm()
-            crds.install(cluster)
-            if not args.no_services:
-                from . import services
-
-                services.start_all(cluster)
-            build.ensure_tofu()
-            if not args.no_flux:
-                from . import flux
-
-                controllers = flux.start(cluster)
-                log(f"{', '.join(reversed(flux.CONTROLLERS))} running; "
-                    f"charts served at {controllers.chart_repository}")
-            from . import flux, samples
-
-            local = samples.local_definitions(cluster.dir / "samples" / "definitions", flux.state_kubeconfig(cluster))
-            log(f"sample definitions for this cluster (Tofu state reached through a kubeconfig): {local}")
-            print(f"export KUBECONFIG={cluster.kubeconfig}")
-            print(f"export PATH={build.kubectl_dir()}:$PATH")
+            up(cluster, with_services=not args.no_services, with_flux=not args.no_flux)
         elif args.command == "down":
-            from . import flux, services
-
-            flux.stop(cluster)
-            services.stop_all(cluster)
-            cluster.down()
+            down(cluster)
         elif args.command == "status":
             running = cluster.is_running()
             print(f"cluster {args.name!r}: {'running at ' + cluster.server if running else 'stopped'}")

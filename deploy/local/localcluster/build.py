@@ -360,7 +360,7 @@ def ensure_binaries() -> Binaries:
     return Binaries(kube["kube-apiserver"], kube["kubectl"], etcd)
 
 
-def _link_current(name: str, binary: Path) -> None:
+def link_current(name: str, binary: Path) -> None:
     link = paths.bin_dir() / "current" / name
     link.parent.mkdir(exist_ok=True)
     if link.is_symlink() or link.exists():
@@ -371,7 +371,7 @@ def _link_current(name: str, binary: Path) -> None:
 def ensure_helm() -> Path:
     """Build (or reuse) the pinned helm and put it next to kubectl in :func:`kubectl_dir`."""
     helm = build(helm_target())
-    _link_current("helm", helm)
+    link_current("helm", helm)
     return helm
 
 
@@ -402,7 +402,7 @@ def ensure_flux() -> FluxBinaries:
 def ensure_tofu() -> Path:
     """Build (or reuse) OpenTofu's ``tofu``: ``<cache>/bin/tofu-<version>``, also linked into :func:`kubectl_dir`."""
     tofu = build(tofu_target())
-    _link_current("tofu", tofu)
+    link_current("tofu", tofu)
     return tofu
 
 
@@ -427,26 +427,3 @@ def s3_server_target() -> GoTarget:
 def ensure_s3_server() -> Path:
     """Build (or reuse) gofakes3: ``<cache>/bin/gofakes3-<version>`` (a minute or two when cold)."""
     return build(s3_server_target())
-
-
-#: The verdict tool's main (ours): one object on stdin, kstatus' status and message as JSON on stdout.
-KSTATUS_MAIN = Path(__file__).with_name("kstatus_verdict.go")
-
-
-def kstatus_target() -> GoTarget:
-    """The kstatus verdict tool, against the kstatus that kustomize-controller requires (``versions.KSTATUS``).
-
-    Its name carries the digest of its main, so a changed main is a new binary rather than a stale cached one.
-    """
-    source = KSTATUS_MAIN.read_text()
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    return GoTarget(f"kstatus-verdict-{digest}", versions.KSTATUS_MODULE, versions.KSTATUS,
-                    f"{versions.KSTATUS_MODULE}/pkg/kstatus/status", main_source=source)
-
-
-def ensure_kstatus() -> Path:
-    """Build (or reuse) the kstatus verdict tool (a minute or two when cold), linked as ``kstatus-verdict``
-    into :func:`kubectl_dir`."""
-    binary = build(kstatus_target())
-    _link_current("kstatus-verdict", binary)
-    return binary

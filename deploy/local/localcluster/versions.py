@@ -107,7 +107,7 @@ GOFAKES3 = "v1.2.0"
 
 #: kstatus, the library that decides whether an object is healthy for Flux's kustomize-controller (``wait:
 #: true``, health checks) and for cli-utils' appliers. kustomize-controller v1.9.3's go.mod requires Flux's
-#: fork of ``sigs.k8s.io/cli-utils`` at this version, so the verdict tool (``build.kstatus_target``) is
+#: fork of ``sigs.k8s.io/cli-utils`` at this version, so the verdict tool (``kstatus.kstatus_target``) is
 #: compiled against exactly the rules that controller applies to Applications and definitions.
 KSTATUS_MODULE = "github.com/fluxcd/cli-utils"
 KSTATUS = "v1.2.2"
