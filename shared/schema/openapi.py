@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shared.api import patch
@@ -193,96 +194,62 @@ class _Op:
         return out
 
 
+@dataclass(frozen=True)
+class _Names:
+    """What every operation of one resource is named and typed by."""
+
+    ident: str
+    kind: str
+    plural: str
+    obj: str
+    lst: str
+    gvk: JSON
+
+
 def _paths(info: ResourceInfo) -> dict[str, tuple[list[_P], dict[str, _Op]]]:
     """Path -> (path parameters, method -> operation) for one namespaced resource."""
     prefix = f"/apis/{info.group}/{info.version}"
-    ident = f"{_camel(info.group)}{_camel(info.version)}"
-    obj = definition_name(info.group, info.version, info.kind)
-    lst = definition_name(info.group, info.version, info.list_kind)
-    gvk = _gvk(info)
-    k, plural = info.kind, info.plural
-    list_produces = ("application/json", "application/json;stream=watch")
-    ns_collection = f"{prefix}/namespaces/{{namespace}}/{plural}"
+    names = _Names(f"{_camel(info.group)}{_camel(info.version)}", info.kind, info.plural,
+                   definition_name(info.group, info.version, info.kind),
+                   definition_name(info.group, info.version, info.list_kind), _gvk(info))
+    ns_collection = f"{prefix}/namespaces/{{namespace}}/{info.plural}"
     return {
-        f"{prefix}/{plural}": (
-            [],
-            {
-                "get": _Op(
-                    "list",
-                    f"list{ident}{k}ForAllNamespaces",
-                    f"list or watch {plural} in all namespaces",
-                    gvk,
-                    _LIST_PARAMS,
-                    {"200": lst, "401": ""},
-                    produces=list_produces,
-                ),
-            },
-        ),
-        ns_collection: (
-            [_NAMESPACE],
-            {
-                "get": _Op(
-                    "list",
-                    f"list{ident}Namespaced{k}",
-                    f"list or watch {plural}",
-                    gvk,
-                    _LIST_PARAMS,
-                    {"200": lst, "401": ""},
-                    produces=list_produces,
-                ),
-                "post": _Op(
-                    "post",
-                    f"create{ident}Namespaced{k}",
-                    f"create a {k}",
-                    gvk,
-                    _CREATE_PARAMS,
-                    {"200": obj, "201": obj, "202": obj, "401": ""},
-                    body=obj,
-                ),
-            },
-        ),
-        f"{ns_collection}/{{name}}": (
-            [_NAME, _NAMESPACE],
-            {
-                "get": _Op(
-                    "get",
-                    f"read{ident}Namespaced{k}",
-                    f"read the specified {k}",
-                    gvk,
-                    (_PRETTY,),
-                    {"200": obj, "401": ""},
-                ),
-                "put": _Op(
-                    "put",
-                    f"replace{ident}Namespaced{k}",
-                    f"replace the specified {k}",
-                    gvk,
-                    _CREATE_PARAMS,
-                    {"200": obj, "201": obj, "401": ""},
-                    body=obj,
-                ),
-                "patch": _Op(
-                    "patch",
-                    f"patch{ident}Namespaced{k}",
-                    f"partially update the specified {k}",
-                    gvk,
-                    _PATCH_PARAMS,
-                    {"200": obj, "201": obj, "401": ""},
-                    body=f"{META}.Patch",
-                    consumes=patch.SUPPORTED,
-                ),
-                "delete": _Op(
-                    "delete",
-                    f"delete{ident}Namespaced{k}",
-                    f"delete a {k}",
-                    gvk,
-                    _DELETE_PARAMS,
-                    {"200": obj, "202": obj, "401": ""},
-                    body=f"{META}.DeleteOptions",
-                    body_required=False,
-                ),
-            },
-        ),
+        f"{prefix}/{info.plural}": ([], {"get": _list_op(names, all_namespaces=True)}),
+        ns_collection: ([_NAMESPACE], _collection_ops(names)),
+        f"{ns_collection}/{{name}}": ([_NAME, _NAMESPACE], _object_ops(names)),
+    }
+
+
+_LIST_PRODUCES = ("application/json", "application/json;stream=watch")
+
+
+def _list_op(n: _Names, *, all_namespaces: bool) -> _Op:
+    if all_namespaces:
+        return _Op("list", f"list{n.ident}{n.kind}ForAllNamespaces", f"list or watch {n.plural} in all namespaces",
+                   n.gvk, _LIST_PARAMS, {"200": n.lst, "401": ""}, produces=_LIST_PRODUCES)
+    return _Op("list", f"list{n.ident}Namespaced{n.kind}", f"list or watch {n.plural}", n.gvk, _LIST_PARAMS,
+               {"200": n.lst, "401": ""}, produces=_LIST_PRODUCES)
+
+
+def _collection_ops(n: _Names) -> dict[str, _Op]:
+    return {
+        "get": _list_op(n, all_namespaces=False),
+        "post": _Op("post", f"create{n.ident}Namespaced{n.kind}", f"create a {n.kind}", n.gvk, _CREATE_PARAMS,
+                    {"200": n.obj, "201": n.obj, "202": n.obj, "401": ""}, body=n.obj),
+    }
+
+
+def _object_ops(n: _Names) -> dict[str, _Op]:
+    return {
+        "get": _Op("get", f"read{n.ident}Namespaced{n.kind}", f"read the specified {n.kind}", n.gvk, (_PRETTY,),
+                   {"200": n.obj, "401": ""}),
+        "put": _Op("put", f"replace{n.ident}Namespaced{n.kind}", f"replace the specified {n.kind}", n.gvk,
+                   _CREATE_PARAMS, {"200": n.obj, "201": n.obj, "401": ""}, body=n.obj),
+        "patch": _Op("patch", f"patch{n.ident}Namespaced{n.kind}", f"partially update the specified {n.kind}", n.gvk,
+                     _PATCH_PARAMS, {"200": n.obj, "201": n.obj, "401": ""}, body=f"{META}.Patch",
+                     consumes=patch.SUPPORTED),
+        "delete": _Op("delete", f"delete{n.ident}Namespaced{n.kind}", f"delete a {n.kind}", n.gvk, _DELETE_PARAMS,
+                      {"200": n.obj, "202": n.obj, "401": ""}, body=f"{META}.DeleteOptions", body_required=False),
     }
 
 
