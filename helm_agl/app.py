@@ -8,6 +8,7 @@ from shared.admission.cluster import ClusterAdmission
 from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
+from shared.service.kindroles import CLUSTERROLES, KindRoles
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import ApplicationDefinition
@@ -39,7 +40,8 @@ def wiring(args: argparse.Namespace) -> Build:
             await ctx.discovery_changed(GROUP, VERSION)
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
-        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)
+        roles = KindRoles(ObjectClient(ctx.api, CLUSTERROLES, field_manager=COMPONENT), GROUP)
+        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader, roles)
 
         async def close() -> None:
             await registry.close()

@@ -130,15 +130,30 @@ def expected_rules(backing_group: str, backing: str, definitions: str, apiservic
     ]
 
 
-HELM_RULES = expected_rules("helm.toolkit.fluxcd.io", "helmreleases", "applicationdefinitions",
-                            f"v1alpha1.{HELM_GROUP}")
+def kind_role_rules(group: str, *extra_verbs: str) -> list[Doc]:
+    """Writing the per-kind ClusterRoles: its own ones, and (escalation prevention) what they grant."""
+    return [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "verbs": ["list", "create", "patch", "delete"]},
+        {"apiGroups": [group], "resources": ["*"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", *extra_verbs]},
+    ]
+
+
+def helm_rules() -> list[Doc]:
+    rules = expected_rules("helm.toolkit.fluxcd.io", "helmreleases", "applicationdefinitions",
+                           f"v1alpha1.{HELM_GROUP}")
+    return rules[:-1] + kind_role_rules(HELM_GROUP) + rules[-1:]
+
+
+HELM_RULES = helm_rules()
 
 
 def tofu_rules(group: str) -> list[Doc]:
     rules = expected_rules("infra.contrib.fluxcd.io", "terraforms", "tofuapplicationdefinitions", f"v1alpha1.{group}")
-    # Plan preview: the readable plan tofu-controller keeps, found by its labels.
-    rules.insert(-1, {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["list"]})
-    return rules
+    # Plan preview: the readable plan tofu-controller keeps, read by its exact name; never listed.
+    plans = {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}
+    return [*rules[:-1], plans, *kind_role_rules(group, "approve"), *rules[-1:]]
 
 
 # ------------------------------------------------------------------------- rendering checks
@@ -167,10 +182,9 @@ def test_both_services_by_default(helm: Helm) -> None:
     assert names(docs, "APIService") == {f"v1alpha1.{HELM_GROUP}", f"v1alpha1.{DEFAULT_TOFU_GROUP}"}
     assert names(docs, "CustomResourceDefinition") == {"applicationdefinitions.cozystack.io",
                                                        "tofuapplicationdefinitions.cozystack.io"}
-    assert names(docs, "ClusterRole") == {HELM_SVC, f"{HELM_SVC}:edit", f"{HELM_SVC}:view",
-                                          f"{HELM_SVC}:aggregator-openapi", f"{HELM_SVC}:test", TOFU_SVC,
-                                          f"{TOFU_SVC}:edit", f"{TOFU_SVC}:view", f"{TOFU_SVC}:aggregator-openapi",
-                                          f"{TOFU_SVC}:test"}
+    # No tenant roles: the services keep them per kind (tests/integration/test_tenant_rbac.py).
+    assert names(docs, "ClusterRole") == {HELM_SVC, f"{HELM_SVC}:aggregator-openapi", f"{HELM_SVC}:test", TOFU_SVC,
+                                          f"{TOFU_SVC}:aggregator-openapi", f"{TOFU_SVC}:test"}
     assert names(docs, "ClusterRoleBinding") == {HELM_SVC, f"{HELM_SVC}:auth-delegator",
                                                  f"{HELM_SVC}:aggregator-openapi", f"{HELM_SVC}:test", TOFU_SVC,
                                                  f"{TOFU_SVC}:auth-delegator", f"{TOFU_SVC}:aggregator-openapi",
@@ -285,7 +299,6 @@ def test_custom_tofu_group(helm: Helm) -> None:
     args = container(objs[("Deployment", TOFU_SVC)])["args"]
     assert args[args.index("--group") + 1] == TOFU_GROUP
     assert objs[("ClusterRole", TOFU_SVC)]["rules"] == tofu_rules(TOFU_GROUP)
-    assert objs[("ClusterRole", f"{TOFU_SVC}:edit")]["rules"][0]["apiGroups"] == [TOFU_GROUP]
     # (The CRD's prose mentions the default group; no object refers to it.)
     assert DEFAULT_TOFU_GROUP not in yaml.safe_dump_all(
         [doc for doc in docs if doc["kind"] != "CustomResourceDefinition"])
@@ -328,7 +341,7 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
     objs = index(helm.template())
     assert objs[("ClusterRole", HELM_SVC)]["rules"] == HELM_RULES
     assert objs[("ClusterRole", TOFU_SVC)]["rules"] == tofu_rules(DEFAULT_TOFU_GROUP)
-    for svc, group in ((HELM_SVC, HELM_GROUP), (TOFU_SVC, DEFAULT_TOFU_GROUP)):
+    for svc in (HELM_SVC, TOFU_SVC):
         subject = [{"kind": "ServiceAccount", "name": svc, "namespace": NS}]
         delegator = objs[("ClusterRoleBinding", f"{svc}:auth-delegator")]
         assert delegator["roleRef"]["name"] == "system:auth-delegator" and delegator["subjects"] == subject
@@ -349,15 +362,9 @@ def test_rbac_is_exactly_what_the_services_call(helm: Helm) -> None:
         assert election_binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                "name": f"{svc}:leader-election"}
         assert election_binding["subjects"] == subject
-        edit, view = objs[("ClusterRole", f"{svc}:edit")], objs[("ClusterRole", f"{svc}:view")]
-        assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
-        assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
-        assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-        assert edit["rules"] == [{"apiGroups": [group], "resources": ["*"],
-                                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
-        assert view["rules"] == [{"apiGroups": [group], "resources": ["*"], "verbs": ["get", "list", "watch"]}]
-    assert not any(name.endswith((":edit", ":view"))
-                   for name in names(helm.template("rbac.aggregateToTenantRoles=false"), "ClusterRole"))
+    # No group-wide tenant roles (a tenant editor could otherwise use every kind, present and future).
+    assert not [doc for doc in of_kind(list(objs.values()), "ClusterRole")
+                if any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in doc["metadata"]["labels"])]
 
 
 def test_non_resource_url_roles(helm: Helm) -> None:
@@ -871,11 +878,26 @@ def test_service_account_least_privilege(control_plane: Cluster, applied: list[D
     assert can("get", "", "configmaps", namespace="kube-system", name="extension-apiserver-authentication")
     assert not can("get", "", "secrets", namespace="kube-system")
     assert not can("get", "", "secrets", namespace="tenant-x")
-    # Only tofu_agl lists ConfigMaps and Secrets (the readable plans tofu-controller keeps); nobody writes them.
+    # Only tofu_agl reads ConfigMaps and Secrets (the readable plans tofu-controller keeps), by exact name:
+    # nobody lists, watches or writes them.
     reads_plans = svc == TOFU_SVC
     for resource in ("configmaps", "secrets"):
-        assert can("list", "", resource, namespace="tenant-x") == reads_plans, resource
-        assert not can("create", "", resource, namespace="tenant-x")
+        assert can("get", "", resource, namespace="tenant-x", name="tfplan-default-x.json") == reads_plans, resource
+        for verb in ("list", "watch", "create", "update", "delete"):
+            assert not can(verb, "", resource, namespace="tenant-x"), (verb, resource)
+            assert not can(verb, "", resource), (verb, resource)
+    # Per-kind tenant roles: it writes ClusterRoles, holding what they grant on its own group (so no escalate),
+    # and nothing else in RBAC.
+    for verb in ("list", "create", "patch", "delete"):
+        assert can(verb, "rbac.authorization.k8s.io", "clusterroles", name="x"), verb
+    for verb in ("escalate", "bind"):
+        assert not can(verb, "rbac.authorization.k8s.io", "clusterroles", name="x"), verb
+    for resource in ("clusterrolebindings", "rolebindings", "roles"):
+        assert not can("create", "rbac.authorization.k8s.io", resource, namespace="tenant-x"), resource
+    assert can("approve", group, "chartprobes", namespace="tenant-x") == reads_plans
+    assert can("deletecollection", group, "chartprobes", namespace="tenant-x")
+    assert not can("get", "apps.cozystack.io" if group != HELM_GROUP else TOFU_GROUP, "chartprobes",
+                   namespace="tenant-x")
     assert can("watch", "apiextensions.k8s.io", "customresourcedefinitions")
     # Admission: the policies, bindings and webhook configurations read, never written; namespaces and the
     # Services of webhooks read one at a time.
@@ -938,55 +960,6 @@ def test_service_monitor_schema_checks(control_plane: Cluster, applied: list[Doc
     bad["spec"]["endpoints"][0]["scheme"] = "gopher"
     refused = dry_run(bad)
     assert refused.returncode != 0 and "scheme" in refused.stderr, refused.stderr
-
-
-def test_tenant_roles_get_the_kinds_not_the_backing_objects(control_plane: Cluster, applied: list[Doc]) -> None:
-    tenant_ns, other_ns = "chart-tenant", "chart-other"
-    for ns in (tenant_ns, other_ns):
-        kubectl(control_plane, "create", "namespace", ns, check=False)
-    bindings = [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": f"chart-{who}", "namespace": tenant_ns},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who}]}
-        for who, role in (("tenant", "edit"), ("viewer", "view"))
-    ]
-    kubectl(control_plane, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "-f", "-",
-            input=manifest(bindings))
-    previous = aggregate_builtin_roles(control_plane)
-    try:
-        def can(user: str, verb: str, group: str, resource: str, ns: str = tenant_ns) -> bool:
-            return allowed(control_plane, user, ["system:authenticated"], verb, group, resource, namespace=ns)
-
-        wait_for(lambda: can("tenant", "create", HELM_GROUP, "postgreses"), "aggregated edit role to take effect")
-        # The tenant asking for itself (what `kubectl auth can-i` sends; can-i itself needs the kind in
-        # discovery, and no service serves these groups in this test).
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                  "spec": {"resourceAttributes": {"verb": "create", "group": HELM_GROUP, "resource": "postgreses",
-                                                  "namespace": tenant_ns}}}
-        own = kubectl(control_plane, "create", "--as", "tenant", "--validate=false", "-o", "json", "-f", "-",
-                     input=json.dumps(review))
-        assert json.loads(own.stdout)["status"]["allowed"] is True
-        for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
-            assert can("tenant", verb, HELM_GROUP, "postgreses"), verb
-            assert can("tenant", verb, TOFU_GROUP, "vpcs"), verb
-        # The backing objects stay out of reach, and so do other namespaces.
-        for verb in ("get", "create", "patch", "delete"):
-            assert not can("tenant", verb, "helm.toolkit.fluxcd.io", "helmreleases"), verb
-            assert not can("tenant", verb, "infra.contrib.fluxcd.io", "terraforms"), verb
-        no = kubectl(control_plane, "auth", "can-i", "create", "helmreleases.helm.toolkit.fluxcd.io",
-                     "-n", tenant_ns, "--as", "tenant", check=False)
-        assert no.stdout.strip() == "no", no.stdout + no.stderr
-        assert not can("tenant", "create", HELM_GROUP, "postgreses", ns=other_ns)
-        assert not can("tenant", "get", "cozystack.io", "applicationdefinitions", ns="")
-        # view: read only.
-        assert can("viewer", "list", HELM_GROUP, "postgreses") and can("viewer", "watch", TOFU_GROUP, "vpcs")
-        assert not can("viewer", "create", HELM_GROUP, "postgreses")
-        assert not can("viewer", "delete", TOFU_GROUP, "vpcs")
-    finally:
-        for role, rules in previous.items():
-            kubectl(control_plane, "patch", "clusterrole", role, "--type=merge", "-p", json.dumps({"rules": rules}))
-        kubectl(control_plane, "delete", "-f", "-", "--ignore-not-found", input=manifest(bindings), check=False)
 
 
 # ------------------------------------------------- the service itself, under the chart's RBAC
