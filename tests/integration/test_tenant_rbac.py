@@ -230,6 +230,9 @@ def test_editor_writes_in_its_namespace_only(control_plane: Cluster, tenants: Us
     # The backing objects stay out of reach, and so do other kinds.
     tenants.refused("tina", "get", "terraforms.infra.contrib.fluxcd.io", "-n", NS_A)
     tenants.refused("tina", "get", "vpcs", "-n", NS_A)
+    vpc = {"apiVersion": f"{GROUP}/v1alpha1", "kind": "VPC", "metadata": {"name": "iso", "namespace": NS_A},
+           "spec": {"region": "eu-1"}}
+    tenants.refused("tina", "create", "-f", "-", input=json.dumps(vpc))
     tenants.ok("tina", "delete", "s3bucket", "iso", "-n", NS_A)
     assert kubectl(control_plane, "get", "s3bucket", "iso", "-n", NS_B, check=False).returncode != 0
 
