@@ -128,7 +128,7 @@ def run_printed(users: Users, user: str, command: str) -> list[subprocess.Comple
 
 @pytest.fixture(scope="module")
 def tenants(control_plane: Cluster, tofu_service: services.Running) -> Iterator[Users]:
-    """s3buckets and vpcs served; tina edits and vic views in namespace A; abe edits and approves there; nobody has nothing."""
+    """s3buckets and vpcs served; tina edits and vic views in namespace A; abe edits and approves there."""
     for ns in (NS_A, NS_B):
         kubectl(control_plane, "create", "namespace", ns, check=False)
     for definition in ("bucket.yaml", "vpc.yaml"):
