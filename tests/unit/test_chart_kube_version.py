@@ -28,6 +28,7 @@ SERVED_SINCE: dict[tuple[str, str], tuple[int, int]] = {
     ("authentication.k8s.io", "v1"): (1, 6),
     ("authorization.k8s.io", "v1"): (1, 6),
     ("coordination.k8s.io", "v1"): (1, 14),
+    ("rbac.authorization.k8s.io", "v1"): (1, 8),  # the per-kind ClusterRoles (server-side apply: 1.22)
 }
 _NAMED = re.compile(r"\b([a-z0-9.-]+\.k8s\.io)/(v[0-9]+(?:alpha[0-9]+|beta[0-9]+)?)\b")
 _GVR = re.compile(r'GVR\("([a-z0-9.-]*)", "(v[0-9a-z]+)"')
