@@ -171,10 +171,20 @@ def test_the_service_keeps_roles_for_exactly_its_accepted_kinds(control_plane: C
         fields = get_json(control_plane, "clusterrole", role("rbacwidgets", "edit"),
                           "--show-managed-fields")["metadata"]["managedFields"]
         assert [(f["manager"], f["operation"]) for f in fields] == [("tofu-agl", "Apply")]
+        # The plural renamed: the roles follow it.
+        widget["spec"]["application"].update(plural="rbacwidgetz")
+        kubectl(control_plane, "apply", "-f", "-", input=json.dumps(widget))
+        wait_for(lambda: len(get_json(control_plane, "clusterroles", "-l",
+                                      "cozystack.io/kind-role-resource=rbacwidgetz")["items"]) == 4
+                 and not get_json(control_plane, "clusterroles", "-l",
+                                  "cozystack.io/kind-role-resource=rbacwidgets")["items"],
+                 "the roles renamed with the plural", timeout=60)
+        renamed = get_json(control_plane, "clusterrole", role("rbacwidgetz", "view"))
+        assert renamed["rules"][0]["resources"] == ["rbacwidgetz", "rbacwidgetz/plan"]
     finally:
         kubectl(control_plane, "delete", "tofuapplicationdefinition", "rbacwidget", "--ignore-not-found")
     wait_for(lambda: not get_json(control_plane, "clusterroles", "-l",
-                                  "cozystack.io/kind-role-resource=rbacwidgets")["items"], "the roles removed",
+                                  "cozystack.io/kind-role-resource=rbacwidgetz")["items"], "the roles removed",
              timeout=60)
     # The other kinds' roles stay.
     kubectl(control_plane, "get", "clusterrole", role("s3buckets", "edit"))
@@ -336,3 +346,19 @@ def test_plan_is_served_only_to_who_may_read_its_configmap(control_plane: Cluste
     text = wait_for(lambda: tenants.run("vic", "get", "--raw", path).stdout, "vic reads the plan")
     assert text.startswith("Plan: 1 to add"), text
     tenants.refused("nobody", "get", "--raw", path)
+
+
+def test_a_plan_split_into_chunks_is_read_by_their_names(control_plane: Cluster, tenants: Users) -> None:
+    """tofu-controller names the objects of a plan too large for one ``<name>-0``, ``<name>-1``, ... (each with its
+    index in an annotation); the service gets them by those names, in order, with no list."""
+    tenants.ok("tina", "apply", "--server-side", "-f", "-", input=bucket("chunky"))
+    pend(control_plane, "chunky")
+    base = "tfplan-default-s3bucket-chunky"
+    parts = ["Plan: 2 to add, 0 to change, 0 to destroy.\n", "  # aws_s3_bucket.this will be created\n"]
+    chunks = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": f"{base}-{i}", "namespace": NS_A,
+        "annotations": {"savedPlan": PLAN_ID, "infra.contrib.fluxcd.io/plan-chunk": str(i)}},
+        "data": {"tfplan": part}} for i, part in enumerate(parts)]
+    kubectl(control_plane, "apply", "-f", "-", input=yaml.safe_dump_all(chunks))
+    path = f"/apis/{GROUP}/v1alpha1/namespaces/{NS_A}/s3buckets/chunky/plan"
+    assert kubectl(control_plane, "get", "--raw", path).stdout == "".join(parts)
