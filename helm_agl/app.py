@@ -9,6 +9,7 @@ from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
 from shared.client.relay import EventRelay
+from shared.service.kindroles import CLUSTERROLES, KindRoles
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import ApplicationDefinition
@@ -41,7 +42,8 @@ def wiring(args: argparse.Namespace) -> Build:
             await ctx.discovery_changed(GROUP, VERSION)
 
         registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
-        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader)
+        roles = KindRoles(ObjectClient(ctx.api, CLUSTERROLES, field_manager=COMPONENT), GROUP)
+        reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader, roles)
         relay = EventRelay(releases, WATCHED, resolver(lambda: [s.definition for s in registry.served.values()]),
                            COMPONENT, ctx.leader)
 

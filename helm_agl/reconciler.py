@@ -27,6 +27,7 @@ from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
 from shared.service.acceptance import ACCEPTED, Verdict, conditions_changed, status_conditions
+from shared.service.kindroles import KindRoles
 
 from .definition import ApplicationDefinition
 from .names import GROUP, backing_selector
@@ -87,8 +88,10 @@ class DefinitionReconciler:
     """Keeps the registry, the definitions' status and existing HelmReleases in line."""
 
     def __init__(self, registry: KindRegistry, definitions: ObjectClient, releases: ObjectClient,
-                 events: EventRecorder, leader: Leadership | None = None) -> None:
+                 events: EventRecorder, leader: Leadership | None = None, roles: KindRoles | None = None) -> None:
         self.registry = registry
+        #: The per-kind ClusterRoles, kept by the leader (:mod:`shared.service.kindroles`).
+        self.roles = roles
         #: Only the leader writes (status, definition Events, rollouts); every replica keeps the registry.
         self.leader: Leadership = leader if leader is not None else AlwaysLeader()
         self._definitions = definitions
@@ -157,6 +160,8 @@ class DefinitionReconciler:
             await self._write_status(defn, verdict)
             if verdict.accepted:
                 self._start_rollout(defn)
+        if self.roles is not None:
+            await self.roles.sync(served.storage.info for served in self.registry.served.values())
 
     def _start_rollout(self, defn: ApplicationDefinition) -> None:
         """Start rolling ``defn`` out unless its :func:`rollout_key` is rolled out or on its way."""

@@ -10,6 +10,7 @@ from shared.api.rest import ResourceInfo
 from shared.client.informer import Informer
 from shared.client.kube import GVR, ObjectClient
 from shared.client.relay import EventRelay
+from shared.service.kindroles import CLUSTERROLES, KindRoles
 from shared.service.runtime import Build, Context, Wiring
 
 from .definition import TofuApplicationDefinition
@@ -59,7 +60,8 @@ def wiring(args: argparse.Namespace) -> Build:
             await ctx.discovery_changed(group, VERSION)
 
         registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
-        reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader)
+        roles = KindRoles(ObjectClient(ctx.api, CLUSTERROLES, field_manager=COMPONENT), group, approvable=True)
+        reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader, roles)
         secrets = ObjectClient(ctx.api, SECRETS)
         relay = EventRelay(terraforms, WATCHED,
                            resolver(lambda: [s.definition for s in registry.served.values()], group, secrets),

@@ -27,12 +27,33 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api import errors
+from shared.api.rest import RequestContext, ResourceInfo
+from shared.security.authz import ResourceAttributes
+from shared.service.kindroles import APPROVE_VERB
 
 from .definition import TofuDefinitionView
 from .names import APPROVE_ANNOTATION, AUTO, user_selector_key
 from .project import pending_plan
 
 FIELD = f"metadata.annotations[{APPROVE_ANNOTATION}]"
+
+
+async def require_approve_permission(
+    ctx: RequestContext, info: ResourceInfo, namespace: str, app: Mapping[str, Any], live: Mapping[str, Any] | None
+) -> None:
+    """Raise kube-apiserver's 403 unless the user may ``approve`` the kind when ``app`` sets or changes approval.
+
+    Approving lets real infrastructure change, so it is a permission of its own (as approving a
+    CertificateSigningRequest is), checked with a SubjectAccessReview before anything else about
+    the write: an editor learns which permission is missing and nothing is written.  Removing the
+    annotation, or keeping the value already recorded (a re-applied manifest), approves nothing
+    and needs only the write's own verb: that is the first half of the printed two-step command,
+    and what an editor does to withdraw an approval it does not want to keep in git.
+    """
+    if _requested(app, live) is None:
+        return
+    name = str((app.get("metadata") or {}).get("name") or "") or None
+    await ctx.require(ResourceAttributes(APPROVE_VERB, info.group, info.version, info.plural, namespace, name))
 
 
 def check_approval(

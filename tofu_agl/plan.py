@@ -12,8 +12,11 @@ readable copy when the Terraform sets ``spec.storeReadablePlan`` (runner/server_
 
 Both carry the labels ``infra.contrib.fluxcd.io/plan-name`` (``<name>`` or ``<name>.json``, made a
 safe label value) and ``infra.contrib.fluxcd.io/plan-workspace``, and the annotation ``savedPlan``
-with the plan id; a plan above 1 MiB is split into objects suffixed ``-<i>`` with the annotation
-``infra.contrib.fluxcd.io/plan-chunk``.  The binary plan tofu-controller always stores (Secret
+with the plan id; a plan above 1 MiB is split into objects named ``<that name>-<i>`` (``i`` from 0)
+with the annotation ``infra.contrib.fluxcd.io/plan-chunk`` (api/plan/plan.go builds the names as
+``fmt.Sprintf("tfplan-%s-%s", workspace, name+suffix)``).  The names being known, the service reads
+them with ``get`` by exact name (:mod:`tofu_agl.plan_read`): it holds no ``list`` on Secrets or
+ConfigMaps.  The binary plan tofu-controller always stores (Secret
 ``tfplan-<workspace>-<name>``) is not readable without OpenTofu and is never read here.
 
 The summary comes from what the controller wrote: the JSON plan's ``resource_changes`` when it
@@ -60,7 +63,8 @@ class PlanLocation:
     format: str
     #: ``configmaps`` for a human plan, ``secrets`` for a JSON plan.
     resource: str
-    label_selector: str
+    #: The object's name, ``tfplan-<workspace>-<name>`` (``.json`` added for a JSON plan); chunks add ``-<i>``.
+    name: str
 
 
 def safe_label_value(value: str) -> str:
@@ -80,8 +84,12 @@ def plan_location(tf: Mapping[str, Any]) -> PlanLocation | None:
     name = str((tf.get("metadata") or {}).get("name") or "")
     workspace = spec.get("workspace") or DEFAULT_WORKSPACE
     plan_name = name + (".json" if fmt == JSON_PLAN else "")
-    selector = f"{PLAN_NAME_LABEL}={safe_label_value(plan_name)},{PLAN_WORKSPACE_LABEL}={safe_label_value(workspace)}"
-    return PlanLocation(fmt, "configmaps" if fmt == HUMAN else "secrets", selector)
+    return PlanLocation(fmt, "configmaps" if fmt == HUMAN else "secrets", f"tfplan-{workspace}-{plan_name}")
+
+
+def chunk_name(location: PlanLocation, index: int) -> str:
+    """The name of chunk ``index`` of a plan too large for one object."""
+    return f"{location.name}-{index}"
 
 
 def assemble(objects: Iterable[Mapping[str, Any]], plan_id: str, fmt: str) -> str | None:

@@ -31,6 +31,7 @@ from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
 from shared.service.acceptance import ACCEPTED, Verdict, conditions_changed, status_conditions
+from shared.service.kindroles import KindRoles
 
 from .definition import TofuApplicationDefinition
 from .names import backing_selector
@@ -95,8 +96,10 @@ class DefinitionReconciler:
     """Keeps the registry, the definitions' status and existing Terraforms in line."""
 
     def __init__(self, registry: KindRegistry, definitions: ObjectClient, terraforms: ObjectClient,
-                 events: EventRecorder, leader: Leadership | None = None) -> None:
+                 events: EventRecorder, leader: Leadership | None = None, roles: KindRoles | None = None) -> None:
         self.registry = registry
+        #: The per-kind ClusterRoles, kept by the leader (:mod:`shared.service.kindroles`).
+        self.roles = roles
         #: Only the leader writes (status, definition Events, rollouts); every replica keeps the registry.
         self.leader: Leadership = leader if leader is not None else AlwaysLeader()
         self._definitions = definitions
@@ -169,6 +172,8 @@ class DefinitionReconciler:
             await self._write_status(defn, verdict)
             if verdict.accepted:
                 self._start_rollout(defn)
+        if self.roles is not None:
+            await self.roles.sync(served.storage.info for served in self.registry.served.values())
 
     def _start_rollout(self, defn: TofuApplicationDefinition) -> None:
         """Start rolling ``defn`` out unless its :func:`rollout_key` is rolled out or on its way."""

@@ -90,7 +90,7 @@ def redacted(reason: str, message: str, secrets: Sequence[str]) -> str:
 
 def resolver(served: Callable[[], Iterable[TofuDefinitionView]], group: str, secrets: ObjectClient) -> Resolve:
     """The relay's view of this service: ``served`` gives the definitions served when an Event comes;
-    ``secrets`` reads the Secrets the Terraform names (the service's ``list`` on Secrets)."""
+    ``secrets`` reads the Secrets the Terraform names, each by its exact name (the service's ``get`` on Secrets)."""
 
     async def resolve(terraform: JSON, original: JSON) -> Target | None:
         found = application_of(terraform, served(), group)
@@ -102,12 +102,12 @@ def resolver(served: Callable[[], Iterable[TofuDefinitionView]], group: str, sec
         namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
         for name in secret_references(terraform):
             try:
-                listing = await secrets.list(namespace, field_selector=f"metadata.name={name}")
+                known.extend(secret_strings(await secrets.get(namespace, name)))
             except ApiError as exc:
+                if exc.code == 404:
+                    continue  # no such Secret: it has no value that could be in the message
                 why = f"Secret {name} could not be read ({exc.code} {exc.reason})"
                 return Target(involved_ref(app), WITHHELD.format(reason=reason, why=why))
-            for item in listing.get("items") or []:
-                known.extend(secret_strings(item))
         return Target(involved_ref(app), redacted(reason, message, known))
 
     return resolve

@@ -40,8 +40,8 @@ from shared.client.kube import GVR, ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
 
-from . import plan
-from .approval import approved_plan
+from . import plan, plan_read
+from .approval import approved_plan, require_approve_permission
 from .build import build, fence
 from .definition import TofuApplicationDefinition
 from .names import (
@@ -195,9 +195,9 @@ class ApplicationStorage:
         pending = pending_plan(tf)
         if location is None or not pending:
             return None
-        objects = await self._plan_objects[location.resource].list(
-            tf["metadata"]["namespace"], label_selector=location.label_selector)
-        text = plan.assemble(objects.get("items") or [], pending, location.format)
+        objects = await plan_read.plan_objects(self._plan_objects[location.resource], tf["metadata"]["namespace"],
+                                               location)
+        text = plan.assemble(objects, pending, location.format)
         return (text, location.format) if text is not None else None
 
     def _backing_selector(self, options: ListOptions) -> str:
@@ -279,9 +279,11 @@ class ApplicationStorage:
         tf = await self._live(namespace, name)
         if not pending_plan(tf):
             raise self._no_plan(name, f'{self.info.kind} "{name}" has no pending plan')
-        if plan.plan_location(tf) is None:
+        location = plan.plan_location(tf)
+        if location is None:
             raise self._no_plan(name, f"no readable plan is kept for {self.info.plural}: the definition's "
                                 "terraform.storeReadablePlan is neither human nor json")
+        await plan_read.require_read(ctx, namespace, location)
         found = await self._read_plan(tf)
         if found is None:
             raise self._no_plan(name, f'the readable plan of "{pending_plan(tf)}" is not stored yet')
@@ -365,6 +367,7 @@ class ApplicationStorage:
         obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
                                   options)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
+        await require_approve_permission(ctx, self.info, namespace, app_in, None)
         validate_application(self.definition, app_in, group=self.group)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group)
@@ -390,6 +393,7 @@ class ApplicationStorage:
         old = self._to_app(existing)
         obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
+        await require_approve_permission(ctx, self.info, namespace, app_in, existing)
         validate_application(self.definition, app_in, group=self.group, live=existing)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)

@@ -78,7 +78,8 @@ def unauthorized(message: str = "Unauthorized") -> ApiError:
 
 
 def forbidden(user: str, verb: str, resource: str, group: str, namespace: str | None, name: str | None) -> ApiError:
-    what = f'{resource}.{group} "{name}"' if name else f'{resource}.{group}'
+    qualified = f"{resource}.{group}" if group else resource  # the core group is not spelt out
+    what = f'{qualified} "{name}"' if name else qualified
     scope = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     message = f'{what} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "{group}"{scope}'
     return ApiError(403, "Forbidden", message, details=_details(group, resource, name))

@@ -9,11 +9,15 @@ service decides what an object *is*, the toolkit decides how it is served.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from shared.api import errors
 from shared.bodies import JSON
+
+if TYPE_CHECKING:
+    from shared.security.authz import ResourceAttributes
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,17 @@ class RequestContext:
 
     user: User
     request_id: str = ""
+    #: Asks kube-apiserver whether this user may also do something else (a SubjectAccessReview), raising
+    #: the 403 kube-apiserver would; for permissions beyond the request's own verb (approving a plan,
+    #: reading the Secret a plan comes from).  Without one, nothing beyond the verb is allowed.
+    authorize: Callable[[ResourceAttributes], Awaitable[None]] | None = None
+
+    async def require(self, attrs: ResourceAttributes) -> None:
+        """Return if the user may do ``attrs``, raise 403 otherwise (fail closed without an authorizer)."""
+        if self.authorize is None:
+            resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+            raise errors.forbidden(self.user.name, attrs.verb, resource, attrs.group, attrs.namespace, attrs.name)
+        await self.authorize(attrs)
 
 
 class Storage(Protocol):

@@ -180,7 +180,9 @@ class Routes:
         if target.namespace is None and target.name is not None:
             raise not_found()  # namespaced kinds have no cluster-scoped object URLs
         info.raise_problem()
-        return Call(info, storage, RequestContext(user=user, request_id=record.request_id), body)
+        context = RequestContext(user=user, request_id=record.request_id,
+                                 authorize=lambda more: self._gate.authorize(user, more))
+        return Call(info, storage, context, body)
 
     async def _dispatch(self, call: Call) -> web.Response:
         verb = call.info.verb

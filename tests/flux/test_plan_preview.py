@@ -341,14 +341,16 @@ def test_unknown_subresource_is_404(cluster: Cluster, pending: tuple[str, str, s
 
 def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple[str, str, str, str],
                                                 tofu_service: services.Running) -> None:
-    """A tenant with get on <plural> but not on <plural>/plan reads the Application, not the plan."""
+    """A tenant with get on <plural> but not on <plural>/plan reads the Application, not the plan; one with get on
+    <plural>/plan but not on the ConfigMap/Secret tofu-controller keeps the plan in does not read it either."""
     kind, name, _, _ = pending
     plural, _ = KINDS[kind]
     rules: dict[str, list[dict[str, Any]]] = {
         "reader": [{"apiGroups": [GROUP], "resources": [plural], "verbs": ["get", "list"]}],
-        "reviewer": [{"apiGroups": [GROUP], "resources": [plural, f"{plural}/plan"], "verbs": ["get", "list"]}],
-        # The chart's aggregated tenant roles: every resource of the group, subresources included.
-        "viewer": [{"apiGroups": [GROUP], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+        "reviewer": [{"apiGroups": [GROUP], "resources": [plural, f"{plural}/plan"], "verbs": ["get", "list"]},
+                     {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get"]}],
+        # The per-kind view role alone: no access to the object the plan comes from.
+        "viewer": [{"apiGroups": [GROUP], "resources": [plural, f"{plural}/plan"], "verbs": ["get", "list", "watch"]}],
     }
     documents: list[dict[str, Any]] = []
     for user, user_rules in rules.items():
@@ -367,9 +369,12 @@ def test_plan_needs_get_on_the_plan_subresource(cluster: Cluster, pending: tuple
     assert kubectl(cluster, "get", plural, name, "-n", NS, kubeconfig=reader, check=False).returncode == 0
     denied = raw(cluster, plan_url(plural, name), kubeconfig=reader)
     assert denied.returncode != 0 and "Forbidden" in denied.stderr and f"{plural}/plan" in denied.stderr, denied
-    for allowed_user in (reviewer, cluster.user_kubeconfig(f"{plural}-viewer")):
-        allowed = raw(cluster, plan_url(plural, name), kubeconfig=allowed_user)
-        assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
+    allowed = raw(cluster, plan_url(plural, name), kubeconfig=reviewer)
+    assert allowed.returncode == 0 and PASSWORD not in allowed.stdout, allowed.stderr
+    denied = raw(cluster, plan_url(plural, name), kubeconfig=cluster.user_kubeconfig(f"{plural}-viewer"))
+    assert denied.returncode != 0 and "Forbidden" in denied.stderr, denied
+    assert 'cannot get resource "configmaps"' in denied.stderr or 'cannot get resource "secrets"' in denied.stderr, \
+        denied.stderr
 
     # Straight to the service as kube-apiserver's front proxy: its own SubjectAccessReview names the subresource.
     code, body = as_front_proxy(cluster, tofu_service.port, plan_url(plural, name), f"{plural}-reader")

@@ -29,6 +29,7 @@ SERVED_SINCE: dict[tuple[str, str], tuple[int, int]] = {
     ("authorization.k8s.io", "v1"): (1, 6),
     ("coordination.k8s.io", "v1"): (1, 14),
     ("events.k8s.io", "v1"): (1, 19),  # the Event relay reads events.k8s.io-shaped Events (series) too
+    ("rbac.authorization.k8s.io", "v1"): (1, 8),  # the per-kind ClusterRoles (server-side apply: 1.22)
 }
 _NAMED = re.compile(r"\b([a-z0-9.-]+\.k8s\.io)/(v[0-9]+(?:alpha[0-9]+|beta[0-9]+)?)\b")
 _GVR = re.compile(r'GVR\("([a-z0-9.-]*)", "(v[0-9a-z]+)"')

@@ -145,11 +145,10 @@ def terraform(readable: str | None = "human", name: str = "site-shop", workspace
 
 def test_location_follows_store_readable_plan() -> None:
     human = plan.plan_location(terraform("human"))
-    assert human == plan.PlanLocation("human", "configmaps", "infra.contrib.fluxcd.io/plan-name=site-shop,"
-                                      "infra.contrib.fluxcd.io/plan-workspace=default")
+    assert human == plan.PlanLocation("human", "configmaps", "tfplan-default-site-shop")
     as_json = plan.plan_location(terraform("json", workspace="prod"))
-    assert as_json == plan.PlanLocation("json", "secrets", "infra.contrib.fluxcd.io/plan-name=site-shop.json,"
-                                        "infra.contrib.fluxcd.io/plan-workspace=prod")
+    assert as_json == plan.PlanLocation("json", "secrets", "tfplan-prod-site-shop.json")
+    assert plan.chunk_name(as_json, 2) == "tfplan-prod-site-shop.json-2"
     assert plan.plan_location(terraform("none")) is None
     assert plan.plan_location(terraform(None)) is None
 

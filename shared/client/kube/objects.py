@@ -166,10 +166,12 @@ class ObjectClient:
         )
 
     async def apply(self, namespace: str | None, name: str, body: JSON) -> JSON:
-        """Server-side apply of ``body`` as this client's field manager, taking over conflicting fields.
+        """Server-side apply of ``body`` as this client's field manager (required), taking over conflicting fields.
 
         One request creates the object or brings it to ``body``; applying the same body again writes
-        nothing, which is what makes a repeated write idempotent.
+        nothing, which is what makes a repeated write idempotent.  ``force``: the service is the only
+        writer meant for these objects; a hand edit of a field it sets is undone, as a controller's
+        reconcile would.
         """
         if not self.field_manager:
             raise ValueError("server-side apply needs a field manager")

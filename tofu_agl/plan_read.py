@@ -1,0 +1,55 @@
+"""Reading a pending plan's objects by exact name, and who may read them through the service.
+
+The service holds ``get`` on Secrets and ConfigMaps and no ``list`` or ``watch``: tofu-controller
+names a plan's readable copy ``tfplan-<workspace>-<name>`` (``.json`` for the JSON plan, a Secret),
+and a plan too large for one object ``<that name>-0``, ``-1``, ... (:mod:`tofu_agl.plan`), so a
+``get`` by name finds it and no cluster-wide listing of Secrets is needed.
+
+Who may read it: ``<plural>/plan`` serves what the service read from a Secret (or ConfigMap) with
+its own identity, so the user must also be allowed to ``get`` that very object
+(:func:`require_read`), checked with a SubjectAccessReview.  A JSON plan carries the values of the
+module's variables (redacted here, but redaction relies on OpenTofu's marking and our masking), so
+it is served to nobody who could not read the Secret itself; a namespace ``view`` binding, which
+grants no Secrets, therefore shows a human plan (a ConfigMap, which ``view`` may read) but not a
+JSON one.
+"""
+
+from __future__ import annotations
+
+from shared.api.errors import ApiError
+from shared.api.rest import RequestContext
+from shared.bodies import JSON
+from shared.client.kube import ObjectClient
+from shared.security.authz import ResourceAttributes
+
+from .plan import PlanLocation, chunk_name
+
+#: At most this many chunks are read (tofu-controller splits at about 1 MiB: a 64 MiB readable plan).
+MAX_CHUNKS = 64
+
+
+async def plan_objects(client: ObjectClient, namespace: str, location: PlanLocation) -> list[JSON]:
+    """The object(s) holding the readable plan at ``location``: the single one, else its chunks in order.
+
+    Empty when nothing is stored (yet).  A chunk that disappears mid-way ends the read; the
+    caller's :func:`tofu_agl.plan.assemble` then finds the plan incomplete, as it would after a list.
+    """
+    try:
+        return [await client.get(namespace, location.name)]
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+    chunks: list[JSON] = []
+    for index in range(MAX_CHUNKS):
+        try:
+            chunks.append(await client.get(namespace, chunk_name(location, index)))
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            break
+    return chunks
+
+
+async def require_read(ctx: RequestContext, namespace: str, location: PlanLocation) -> None:
+    """Raise kube-apiserver's 403 unless the user may ``get`` the object the plan is kept in."""
+    await ctx.require(ResourceAttributes("get", "", "v1", location.resource, namespace, location.name))
