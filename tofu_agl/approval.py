@@ -80,7 +80,7 @@ def check_approval(
     pending = pending_plan(live) if live is not None else ""
     if not value or value != pending:
         raise errors.invalid(group, defn.kind, name, [errors.field_cause(FIELD, _why(value, pending, live))])
-    if defn.approve_plan != AUTO and live is not None and not vars_equal(live, tf_vars):
+    if defn.terraform.approve_plan != AUTO and live is not None and not vars_equal(live, tf_vars):
         message = (f'cannot approve plan "{value}" in the same request that changes spec: '
                    "change the spec first, then approve the plan made for it")
         raise errors.invalid(group, defn.kind, name, [errors.field_cause(FIELD, message, "FieldValueForbidden")])
@@ -100,7 +100,7 @@ def approve_plan(
     on ``live`` while it still names the pending plan *and the variables did not change*, or
     ``""`` (nothing approved).
     """
-    if defn.approve_plan == AUTO:
+    if defn.terraform.approve_plan == AUTO:
         return AUTO
     approved = approved_plan(app, live)
     if approved:
@@ -116,7 +116,7 @@ def kept_approval(defn: TofuDefinitionView, live: Mapping[str, Any]) -> str:
     Switching a definition to auto makes the pending plans apply: that is what "auto" means.
     Under manual approval only an approval of the plan pending right now is kept.
     """
-    if defn.approve_plan == AUTO:
+    if defn.terraform.approve_plan == AUTO:
         return AUTO
     current = (live.get("spec") or {}).get("approvePlan") or ""
     return str(current) if current and current != AUTO and current == pending_plan(live) else ""

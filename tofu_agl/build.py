@@ -84,9 +84,8 @@ def build(
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
     spec_in = app.get("spec")
-    tf_vars = marshal_vars(
-        defn.schema, defn.variable_naming, apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
-    )
+    defaulted = apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
+    tf_vars = marshal_vars(defn.schema, defn.terraform.variable_naming, defaulted)
     user_annotations = _str_map(meta.get("annotations"))
 
     labels: dict[str, str] = dict(defn.release_labels)
@@ -129,17 +128,17 @@ def definition_fields(
     """
     tf_name = backing_name(defn, app_name) if terraform_name is None else terraform_name
     fields: JSON = {
-        "sourceRef": clone(defn.source_ref),
-        "path": defn.path,
-        "interval": defn.interval,
-        "retryInterval": defn.retry_interval,
-        "workspace": defn.workspace,
+        "sourceRef": clone(defn.terraform.source_ref.as_ref()),
+        "path": defn.terraform.path,
+        "interval": defn.terraform.interval,
+        "retryInterval": defn.terraform.retry_interval,
+        "workspace": defn.terraform.workspace,
         "serviceAccountName": _runner_service_account(defn, user_annotations),
-        "runnerPodTemplate": clone(defn.runner_pod_template),
+        "runnerPodTemplate": clone(defn.terraform.runner_pod_template),
         "backendConfig": state_backend_config(defn, tf_name, app_name, namespace),
-        "storeReadablePlan": defn.store_readable_plan,
-        "varsFrom": clone(defn.vars_from),
-        "destroyResourcesOnDeletion": defn.destroy_resources_on_deletion,
+        "storeReadablePlan": defn.terraform.store_readable_plan,
+        "varsFrom": clone(defn.terraform.vars_from),
+        "destroyResourcesOnDeletion": defn.terraform.destroy_resources_on_deletion,
         "writeOutputsToSecret": _outputs_secret(defn, app_name, namespace),
     }
     return {k: v for k, v in fields.items() if v is not None}
@@ -156,7 +155,7 @@ def state_backend_config(defn: TofuDefinitionView, terraform_name: str, app_name
     is rendered for this Application.  With a ``customConfiguration`` tofu-controller ignores the
     suffix: the backendConfig is passed through untouched.
     """
-    given = defn.backend_config
+    given = defn.terraform.backend_config
     if given is None:
         return None
     out: JSON = clone(given)
@@ -216,14 +215,14 @@ def _keep_live(tf: JSON, app_meta: Mapping[str, Any], live: Mapping[str, Any]) -
 
 
 def _runner_service_account(defn: TofuDefinitionView, user_annotations: Mapping[str, str]) -> str | None:
-    if defn.allow_service_account_override and user_annotations.get(RUNNER_SA_ANNOTATION):
+    if defn.terraform.allow_service_account_override and user_annotations.get(RUNNER_SA_ANNOTATION):
         return user_annotations[RUNNER_SA_ANNOTATION]
-    return defn.service_account_name
+    return defn.terraform.service_account_name
 
 
 def _outputs_secret(defn: TofuDefinitionView, name: str, namespace: str) -> JSON | None:
     """``writeOutputsToSecret`` with the name template rendered for one Application."""
-    wots = defn.write_outputs_to_secret
+    wots = defn.terraform.write_outputs_to_secret
     if wots is None:
         return None
     out: JSON = {"name": defn.render_outputs_secret_name(name, namespace, defn.kind)}

@@ -84,37 +84,8 @@ class TofuDefinitionView(Protocol):
     def rules(self) -> CompiledSchema:
         """The schema's compiled ``x-kubernetes-validations`` (CEL) rules."""
     @property
-    def source_ref(self) -> dict[str, Any]: ...
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def interval(self) -> str: ...
-    @property
-    def retry_interval(self) -> str | None: ...
-    @property
-    def approve_plan(self) -> str: ...
-    @property
-    def destroy_resources_on_deletion(self) -> bool | None: ...
-    @property
-    def write_outputs_to_secret(self) -> Any:
-        """None, or ``{name: template, outputs?, labels?, annotations?}`` as a mapping or a model."""
-
-    @property
-    def variable_naming(self) -> str: ...
-    @property
-    def service_account_name(self) -> str | None: ...
-    @property
-    def allow_service_account_override(self) -> bool: ...
-    @property
-    def runner_pod_template(self) -> dict[str, Any] | None: ...
-    @property
-    def backend_config(self) -> dict[str, Any] | None: ...
-    @property
-    def workspace(self) -> str | None: ...
-    @property
-    def store_readable_plan(self) -> str | None: ...
-    @property
-    def vars_from(self) -> list[Any] | None: ...
+    def terraform(self) -> Terraform:
+        """``spec.terraform``, each field declared once, on the model (:class:`Terraform`)."""
 
     def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str: ...
 
@@ -166,6 +137,15 @@ class SourceRef(_Model):
     name: str
     namespace: str | None = None
     api_version: str | None = Field(default=None, alias="apiVersion")
+
+    def as_ref(self) -> dict[str, str]:
+        """``{kind, name[, namespace][, apiVersion]}`` for ``Terraform.spec.sourceRef``."""
+        out = {"kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.api_version:
+            out["apiVersion"] = self.api_version
+        return out
 
 
 class OutputsSecret(_Model):
@@ -288,73 +268,6 @@ class TofuApplicationDefinition(_Model):
     def terraform(self) -> Terraform:
         return self.spec.terraform
 
-    @property
-    def source_ref(self) -> dict[str, str]:
-        """``{kind, name[, namespace][, apiVersion]}`` for ``Terraform.spec.sourceRef``."""
-        ref = self.terraform.source_ref
-        out = {"kind": ref.kind, "name": ref.name}
-        if ref.namespace:
-            out["namespace"] = ref.namespace
-        if ref.api_version:
-            out["apiVersion"] = ref.api_version
-        return out
-
-    @property
-    def path(self) -> str | None:
-        return self.terraform.path
-
-    @property
-    def interval(self) -> str:
-        return self.terraform.interval
-
-    @property
-    def retry_interval(self) -> str | None:
-        return self.terraform.retry_interval
-
-    @property
-    def approve_plan(self) -> Literal["auto", "manual"]:
-        return self.terraform.approve_plan
-
-    @property
-    def destroy_resources_on_deletion(self) -> bool:
-        return self.terraform.destroy_resources_on_deletion
-
-    @property
-    def write_outputs_to_secret(self) -> OutputsSecret | None:
-        return self.terraform.write_outputs_to_secret
-
-    @property
-    def variable_naming(self) -> Literal["snake_case", "verbatim"]:
-        return self.terraform.variable_naming
-
-    @property
-    def service_account_name(self) -> str | None:
-        return self.terraform.service_account_name
-
-    @property
-    def allow_service_account_override(self) -> bool:
-        return self.terraform.allow_service_account_override
-
-    @property
-    def runner_pod_template(self) -> dict[str, Any] | None:
-        return self.terraform.runner_pod_template
-
-    @property
-    def backend_config(self) -> dict[str, Any] | None:
-        return self.terraform.backend_config
-
-    @property
-    def workspace(self) -> str | None:
-        return self.terraform.workspace
-
-    @property
-    def store_readable_plan(self) -> str | None:
-        return self.terraform.store_readable_plan
-
-    @property
-    def vars_from(self) -> list[dict[str, Any]] | None:
-        return self.terraform.vars_from
-
     def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str:
         """The outputs Secret name for one Application.
 
@@ -363,7 +276,7 @@ class TofuApplicationDefinition(_Model):
         name.  Raises ``ValueError`` when the definition writes no outputs Secret or the
         template has an unknown placeholder (acceptance rejects such definitions).
         """
-        spec = self.write_outputs_to_secret
+        spec = self.terraform.write_outputs_to_secret
         if spec is None:
             raise ValueError(f"{self.name}: spec.terraform.writeOutputsToSecret is not set")
         return render_template(spec.name, placeholder_values(name, namespace, kind))
@@ -440,17 +353,17 @@ def _intrinsic(defn: TofuApplicationDefinition) -> Verdict:
     release = _release_problems(defn)
     if release:
         return Verdict.reject(INVALID_RELEASE, "; ".join(release))
-    outputs = defn.write_outputs_to_secret
+    outputs = defn.terraform.write_outputs_to_secret
     if outputs is not None:
         problem = _outputs_problem(defn, outputs.name)
         if problem:
             return Verdict.reject(INVALID_PLACEHOLDER, problem)
-    suffix = state_suffix_template(defn.backend_config)
+    suffix = state_suffix_template(defn.terraform.backend_config)
     if suffix is not None:
         refused = _state_suffix_verdict(defn, suffix)
         if refused is not None:
             return refused
-    variables = naming_problems(defn.schema, defn.variable_naming)
+    variables = naming_problems(defn.schema, defn.terraform.variable_naming)
     if variables:
         return Verdict.reject(INVALID_VARIABLE_NAME, "; ".join(variables))
     return Verdict.ok(f"{defn.kind} is served as {defn.plural}")
@@ -513,7 +426,7 @@ def _state_suffix_verdict(defn: TofuApplicationDefinition, template: str) -> Ver
         return Verdict.reject(SHARED_STATE_SUFFIX, problem)
     # As for the outputs Secret: if a one-letter name cannot make a state Secret name, none can.
     sample = render_template(template, placeholder_values("a", "a", defn.kind))
-    secret = f"tfstate-{defn.workspace or 'default'}-{sample}"
+    secret = f"tfstate-{defn.terraform.workspace or 'default'}-{sample}"
     error = dns1123_subdomain_error(secret)
     if error:
         return Verdict.reject(INVALID_PLACEHOLDER, (

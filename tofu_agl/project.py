@@ -137,7 +137,7 @@ def to_application(
     if managed:
         app_meta["managedFields"] = managed
     tf_vars = (backing.get("spec") or {}).get("vars")
-    spec = unmarshal_vars(defn.schema, defn.variable_naming, tf_vars)
+    spec = unmarshal_vars(defn.schema, defn.terraform.variable_naming, tf_vars)
     if defaulted:
         spec = apply_defaults(defn.schema, spec)
     return {
@@ -174,7 +174,7 @@ def plan_path(defn: TofuDefinitionView, group: str, name: str, namespace: str) -
 
 def review_hint(defn: TofuDefinitionView, group: str, name: str, namespace: str) -> str:
     """How to read a pending plan before approving it; empty when the definition keeps no readable plan."""
-    if defn.store_readable_plan not in (HUMAN, JSON_PLAN):
+    if defn.terraform.store_readable_plan not in (HUMAN, JSON_PLAN):
         return ""
     return (f"review its summary in status.plan.summary (kubectl describe {defn.plural} {name} -n {namespace}) "
             f"and the whole plan with: kubectl get --raw {plan_path(defn, group, name, namespace)}; ")

@@ -133,12 +133,12 @@ def _variables(defn: TofuDefinitionView, spec: JSON) -> tuple[list[JSON], list[C
     causes = [
         errors.field_cause(f"spec.{key}", problem)
         for key in spec
-        if (problem := variable_name_error(variable_name(key, defn.variable_naming)))
+        if (problem := variable_name_error(variable_name(key, defn.terraform.variable_naming)))
     ]
     if causes:
         return [], causes
     try:
-        return marshal_vars(defn.schema, defn.variable_naming, spec), []
+        return marshal_vars(defn.schema, defn.terraform.variable_naming, spec), []
     except ValueError as exc:
         field, _, message = str(exc).partition(": ")
         return [], [errors.field_cause(field, message, "FieldValueDuplicate")]
@@ -151,7 +151,7 @@ def _runner_service_account_causes(defn: TofuDefinitionView, meta: Mapping[str, 
     if runner_sa is None:
         return []
     field = f"metadata.annotations[{RUNNER_SA_ANNOTATION}]"
-    if not defn.allow_service_account_override:
+    if not defn.terraform.allow_service_account_override:
         return [errors.field_cause(
             field, f"{defn.kind} does not allow overriding the runner service account", "FieldValueForbidden"
         )]

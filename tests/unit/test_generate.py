@@ -209,7 +209,8 @@ def test_only_defaults_yields_the_modules_own_values(network: tuple[dict[str, An
     """An empty spec, defaulted, becomes the variables OpenTofu would compute from its defaults."""
     definition = TofuApplicationDefinition.from_object(network[0])
     spec = apply_defaults(definition.schema, {})
-    tf_vars = {v["name"]: v["value"] for v in marshal_vars(definition.schema, definition.variable_naming, spec)}
+    naming = definition.terraform.variable_naming
+    tf_vars = {v["name"]: v["value"] for v in marshal_vars(definition.schema, naming, spec)}
     assert tf_vars["subnets"] == [
         {"availability_zone": "a", "cidr_block": "10.0.1.0/24", "public": False, "tags": {}},
         {"availability_zone": "b", "cidr_block": "10.0.2.0/24", "public": True, "tags": {},

@@ -14,7 +14,7 @@ import pytest
 from shared.api.errors import ApiError
 from shared.api.fieldmanager import from_annotation
 from tests.recorded import load_recorded
-from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, Defn, app
+from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, Defn, app, defn
 from tofu_agl.approval import (
     FIELD,
     approve_plan,
@@ -163,7 +163,7 @@ def _vars(d: Defn, a: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_approve_plan_modes() -> None:
-    manual = Defn(approve_plan="manual")
+    manual = defn(approve_plan="manual")
     assert approve_plan(manual, app(), None, _vars(manual, app())) == ""
     live = _live(manual, app(), "", "plan-main-abc")
     approving = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
@@ -172,7 +172,7 @@ def test_approve_plan_modes() -> None:
 
 
 def test_update_keeps_approval_of_pending_plan_only_with_same_vars() -> None:
-    d = Defn(approve_plan="manual")
+    d = defn(approve_plan="manual")
     live = _live(d, app(), "plan-main-abc", "plan-main-abc")
     assert approve_plan(d, app(), live, _vars(d, app())) == "plan-main-abc"
     # label-only change keeps it too
@@ -186,7 +186,7 @@ def test_update_keeps_approval_of_pending_plan_only_with_same_vars() -> None:
 
 
 def test_rollout_keeps_only_an_approval_of_the_pending_plan() -> None:
-    manual = Defn(approve_plan="manual")
+    manual = defn(approve_plan="manual")
     assert kept_approval(manual, _live(manual, app(), "plan-main-abc", "plan-main-abc")) == "plan-main-abc"
     assert kept_approval(manual, _live(manual, app(), "plan-main-abc", None)) == ""
     assert kept_approval(manual, _live(manual, app(), "auto", "plan-main-abc")) == ""
@@ -200,7 +200,7 @@ def test_vars_equal_treats_pruned_null_as_null() -> None:
 
 # --------------------------------------------------------------------------- a replan with the same id
 
-MANUAL = Defn(approve_plan="manual")
+MANUAL = defn(approve_plan="manual")
 APPROVE_CLAIM = f"f:{APPROVE_ANNOTATION}"
 
 #: The Application's managedFields after ``kubectl apply`` (owning a note annotation and the spec) and
@@ -273,7 +273,7 @@ def test_the_approval_stays_under_auto_approval_or_with_the_same_variables(
 ) -> None:
     approving, live = _approved(defn)
     tf = build(defn, update(approving), group=GROUP, live=live)
-    assert tf["spec"]["approvePlan"] == ("auto" if defn.approve_plan == "auto" else PENDING)
+    assert tf["spec"]["approvePlan"] == ("auto" if defn.terraform.approve_plan == "auto" else PENDING)
 
 
 def _replanned() -> tuple[dict[str, Any], dict[str, Any]]:

@@ -12,13 +12,13 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.unit.tofu_samples import GROUP, Defn, app, vars_of
+from tests.unit.tofu_samples import GROUP, Defn, app, defn, vars_of
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
 
 
 def test_to_terraform_fields() -> None:
-    d = Defn(
+    d = defn(
         backend_config={"customConfiguration": 'backend "s3" {}'},
         workspace="prod",
         vars_from=[{"kind": "Secret", "name": "creds"}],
@@ -63,23 +63,25 @@ def test_group_label_follows_configured_group() -> None:
 
 
 def test_unset_optional_fields_are_omitted_not_null() -> None:
-    d = Defn(
+    d = defn(
         path=None,
         retry_interval=None,
-        destroy_resources_on_deletion=None,
+        destroy_resources_on_deletion=False,
         write_outputs_to_secret=None,
         service_account_name=None,
         runner_pod_template=None,
         store_readable_plan=None,
     )
     spec = build(d, app(), group=GROUP)["spec"]
-    assert set(spec) == {"sourceRef", "interval", "approvePlan", "vars"}
+    # destroyResourcesOnDeletion is a boolean of the definition (false unless given), never unset.
+    assert set(spec) == {"sourceRef", "interval", "approvePlan", "vars", "destroyResourcesOnDeletion"}
+    assert spec["destroyResourcesOnDeletion"] is False
     assert None not in spec.values()
 
 
 def test_outputs_template_placeholders() -> None:
-    d = Defn(write_outputs_to_secret={"name": "{{ .kind }}-{{ .namespace }}-{{ .name }}"})
-    assert build(d, app(), group=GROUP)["spec"]["writeOutputsToSecret"] == {"name": "VPC-team-net"}
+    d = defn(write_outputs_to_secret={"name": "{{ .kind }}-{{ .namespace }}-{{ .name }}"})
+    assert build(d, app(), group=GROUP)["spec"]["writeOutputsToSecret"] == {"name": "VPC-team-net", "outputs": []}
 
 
 def test_vars_are_the_defaulted_spec() -> None:
@@ -98,7 +100,7 @@ def test_vars_are_the_defaulted_spec() -> None:
 
 
 def test_approve_plan_is_what_approval_decides() -> None:
-    manual = Defn(approve_plan="manual")
+    manual = defn(approve_plan="manual")
     assert build(manual, app(), group=GROUP)["spec"]["approvePlan"] == ""
     assert build(Defn(), app(), group=GROUP)["spec"]["approvePlan"] == "auto"
     live = build(manual, app(), group=GROUP)
@@ -108,7 +110,7 @@ def test_approve_plan_is_what_approval_decides() -> None:
 
 
 def test_update_keeps_state_location_and_sharding_label() -> None:
-    d = Defn(workspace="new", backend_config={"secretSuffix": "new"})
+    d = defn(workspace="new", backend_config={"secretSuffix": "new"})
     live = build(Defn(), app(), group=GROUP)
     live["metadata"]["labels"]["sharding.fluxcd.io/key"] = "shard1"
     live["spec"]["workspace"] = "old"
@@ -124,34 +126,34 @@ def test_update_keeps_state_location_and_sharding_label() -> None:
 def test_backend_config_without_suffix_gets_the_terraform_name() -> None:
     """State is per instance: tofu-controller's own default suffix, not ``""`` (tofu init fails on it)."""
     given = {"inClusterConfig": True, "labels": {"a": "b"}}
-    d = Defn(backend_config=given)
+    d = defn(backend_config=given)
     assert build(d, app(), group=GROUP)["spec"]["backendConfig"] == {**given, "secretSuffix": "vpc-net"}
     assert build(d, app("other"), group=GROUP)["spec"]["backendConfig"]["secretSuffix"] == "vpc-other"
-    empty = Defn(backend_config={**given, "secretSuffix": ""})
+    empty = defn(backend_config={**given, "secretSuffix": ""})
     assert build(empty, app(), group=GROUP)["spec"]["backendConfig"]["secretSuffix"] == "vpc-net"
-    assert d.backend_config == given  # the definition is not changed
+    assert d.terraform.backend_config == given  # the definition is not changed
 
 
 def test_custom_backend_configuration_is_passed_through_untouched() -> None:
     for given in ({"customConfiguration": 'backend "s3" {}'},
                   {"customConfiguration": 'backend "s3" {}', "secretSuffix": "{{ .name }}", "labels": {"a": "b"}}):
-        assert build(Defn(backend_config=given), app(), group=GROUP)["spec"]["backendConfig"] == given
+        assert build(defn(backend_config=given), app(), group=GROUP)["spec"]["backendConfig"] == given
 
 
 def test_no_backend_config_emits_none() -> None:
     """tofu-controller's default without a backendConfig already is per instance (the Terraform's name)."""
-    assert "backendConfig" not in build(Defn(backend_config=None), app(), group=GROUP)["spec"]
+    assert "backendConfig" not in build(defn(backend_config=None), app(), group=GROUP)["spec"]
 
 
 def test_templated_suffix_is_rendered_per_instance() -> None:
-    d = Defn(backend_config={"secretSuffix": "{{ .kind }}-{{ .namespace }}-{{ .name }}"})
+    d = defn(backend_config={"secretSuffix": "{{ .kind }}-{{ .namespace }}-{{ .name }}"})
     assert build(d, app(), group=GROUP)["spec"]["backendConfig"] == {"secretSuffix": "vpc-team-net"}
     assert build(d, app("b"), group=GROUP)["spec"]["backendConfig"] == {"secretSuffix": "vpc-team-b"}
 
 
 def test_runner_service_account_with_and_without_override() -> None:
     a = app(annotations={RUNNER_SA_ANNOTATION: "tenant-sa"})
-    allowed = build(Defn(allow_service_account_override=True), a, group=GROUP)
+    allowed = build(defn(allow_service_account_override=True), a, group=GROUP)
     assert allowed["spec"]["serviceAccountName"] == "tenant-sa"
     denied = build(Defn(), a, group=GROUP)
     assert denied["spec"]["serviceAccountName"] == "tf-runner"
@@ -161,7 +163,7 @@ def test_runner_service_account_with_and_without_override() -> None:
 
 def test_command_annotations_are_kept_prefixed() -> None:
     a = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
-    tf = build(Defn(approve_plan="manual"), a, group=GROUP)
+    tf = build(defn(approve_plan="manual"), a, group=GROUP)
     assert tf["metadata"]["annotations"] == {f"apps.cozystack.io-{APPROVE_ANNOTATION}": "plan-main-abc"}
 
 
@@ -248,7 +250,7 @@ def test_output_passes_the_real_terraform_crd_strictly() -> None:
     crd = yaml.safe_load(crd_path.read_text())
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2")
     spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    d = Defn(
+    d = defn(
         approve_plan="manual",
         allow_service_account_override=True,
         backend_config={"secretSuffix": "vpc", "labels": {"a": "b"}},

@@ -55,21 +55,21 @@ def with_schema(schema: dict[str, Any], naming: str = "snake_case") -> TofuAppli
 def test_vpc_fixture_properties() -> None:
     d = TofuApplicationDefinition.from_object(load("vpc"))
     assert (d.kind, d.plural, d.singular, d.prefix) == ("VPC", "vpcs", "vpc", "vpc-")
-    assert d.source_ref == {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"}
-    assert d.path == "./modules/vpc"
-    assert (d.interval, d.retry_interval) == ("10m", "1m")
-    assert d.approve_plan == "auto"
-    assert d.destroy_resources_on_deletion is True
-    assert d.write_outputs_to_secret is not None
-    assert d.write_outputs_to_secret.outputs == ["vpc_id", "private_subnet_ids", "public_subnet_ids"]
-    assert d.variable_naming == "snake_case"
-    assert d.service_account_name == "tf-runner"
-    assert d.allow_service_account_override is False
-    assert d.runner_pod_template is not None and "spec" in d.runner_pod_template
-    assert d.backend_config == {"inClusterConfig": True, "labels": {"app.kubernetes.io/part-of": "cozystack"}}
-    assert d.workspace == "default"
-    assert d.store_readable_plan == "human"
-    assert d.vars_from == [{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True}]
+    assert d.terraform.source_ref.as_ref() == {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"}
+    assert d.terraform.path == "./modules/vpc"
+    assert (d.terraform.interval, d.terraform.retry_interval) == ("10m", "1m")
+    assert d.terraform.approve_plan == "auto"
+    assert d.terraform.destroy_resources_on_deletion is True
+    assert d.terraform.write_outputs_to_secret is not None
+    assert d.terraform.write_outputs_to_secret.outputs == ["vpc_id", "private_subnet_ids", "public_subnet_ids"]
+    assert d.terraform.variable_naming == "snake_case"
+    assert d.terraform.service_account_name == "tf-runner"
+    assert d.terraform.allow_service_account_override is False
+    assert d.terraform.runner_pod_template is not None and "spec" in d.terraform.runner_pod_template
+    assert d.terraform.backend_config == {"inClusterConfig": True, "labels": {"app.kubernetes.io/part-of": "cozystack"}}
+    assert d.terraform.workspace == "default"
+    assert d.terraform.store_readable_plan == "human"
+    assert d.terraform.vars_from == [{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True}]
     assert d.terraform.source_ref.kind == "GitRepository"
     assert d.schema["required"] == ["region"]
     assert d.render_outputs_secret_name("prod", "tenant-a", "VPC") == "prod-outputs"
@@ -77,9 +77,9 @@ def test_vpc_fixture_properties() -> None:
 
 def test_bucket_fixture_properties() -> None:
     d = TofuApplicationDefinition.from_object(load("bucket"))
-    assert d.approve_plan == "manual"
-    assert d.allow_service_account_override is True
-    assert d.variable_naming == "verbatim"
+    assert d.terraform.approve_plan == "manual"
+    assert d.terraform.allow_service_account_override is True
+    assert d.terraform.variable_naming == "verbatim"
     assert d.render_outputs_secret_name("logs", "tenant-a", "S3Bucket") == "s3bucket-logs-outputs"
 
 
@@ -100,9 +100,10 @@ def test_defaults_for_minimal_definition() -> None:
     }
     d = TofuApplicationDefinition.from_object(obj)
     assert d.prefix == "" and d.release_labels == {}
-    assert d.interval == "10m" and d.approve_plan == "auto" and d.variable_naming == "snake_case"
-    assert d.allow_service_account_override is False and d.destroy_resources_on_deletion is False
-    assert d.write_outputs_to_secret is None and d.source_ref == {"kind": "Bucket", "name": "modules"}
+    tf = d.terraform
+    assert tf.interval == "10m" and tf.approve_plan == "auto" and tf.variable_naming == "snake_case"
+    assert tf.allow_service_account_override is False and tf.destroy_resources_on_deletion is False
+    assert tf.write_outputs_to_secret is None and tf.source_ref.as_ref() == {"kind": "Bucket", "name": "modules"}
     assert d.to_object() == obj
     with pytest.raises(ValueError, match="writeOutputsToSecret"):
         d.render_outputs_secret_name("a", "b", "c")

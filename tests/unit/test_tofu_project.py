@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, SCHEMA, Defn, app
+from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, SCHEMA, Defn, app, defn
 from tofu_agl import project
 from tofu_agl.build import build
 from tofu_agl.definition import TofuApplicationDefinition, TofuDefinitionView
@@ -450,7 +450,7 @@ def test_to_application_ignores_foreign_objects() -> None:
 
 @pytest.mark.parametrize("naming", ["snake_case", "verbatim"])
 def test_round_trip_equals_app_plus_defaults(naming: str) -> None:
-    d = Defn(variable_naming=naming)
+    d = defn(variable_naming=naming)
     spec = {
         "cidrBlock": "10.0.0.0/16",
         "nodeCount": 7,
@@ -476,7 +476,7 @@ def test_round_trip_equals_app_plus_defaults(naming: str) -> None:
 
 
 def test_status_has_approve_command(reference: Loader) -> None:
-    d = Defn(approve_plan="manual")
+    d = defn(approve_plan="manual")
     tf = build(d, app(), group=GROUP)
     tf["status"] = copy.deepcopy(reference("terraform-pending")["status"])
     out = to_application(d, tf, group=GROUP)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.unit.tofu_samples import GROUP, Defn, app
+from tests.unit.tofu_samples import GROUP, Defn, app, defn, with_terraform
 from tofu_agl.build import build
 from tofu_agl.names import RUNNER_SA_ANNOTATION
 from tofu_agl.rollout import not_rolled_out, rollout_patch
@@ -17,7 +17,7 @@ def test_rollout_nothing_to_do() -> None:
 
 
 def test_rollout_nothing_to_do_after_crd_defaulting() -> None:
-    d = Defn(service_account_name=None, store_readable_plan=None, destroy_resources_on_deletion=None)
+    d = defn(service_account_name=None, store_readable_plan=None, destroy_resources_on_deletion=False)
     tf = build(d, app(), group=GROUP)
     tf["spec"].update(serviceAccountName="tf-runner", storeReadablePlan="none", workspace="default")
     tf["spec"]["destroyResourcesOnDeletion"] = False
@@ -27,7 +27,7 @@ def test_rollout_nothing_to_do_after_crd_defaulting() -> None:
 def test_rollout_patches_changed_fields() -> None:
     old = Defn()
     tf = build(old, app(), group=GROUP)
-    new = replace(
+    new = with_terraform(
         old,
         source_ref={"kind": "OCIRepository", "name": "vpc-oci"},
         path="./v2",
@@ -50,7 +50,7 @@ def test_rollout_patches_changed_fields() -> None:
             "interval": "5m",
             "retryInterval": None,
             "destroyResourcesOnDeletion": False,
-            "writeOutputsToSecret": {"name": "net-out", "outputs": None},
+            "writeOutputsToSecret": {"name": "net-out", "outputs": []},
             "runnerPodTemplate": {"metadata": None, "spec": {"env": [{"name": "B"}]}},
             "serviceAccountName": "runner2",
             "storeReadablePlan": "json",
@@ -61,32 +61,32 @@ def test_rollout_patches_changed_fields() -> None:
 
 
 def test_rollout_never_touches_workspace_or_backend_config() -> None:
-    old = Defn(workspace="a", backend_config={"secretSuffix": "a"})
+    old = defn(workspace="a", backend_config={"secretSuffix": "a"})
     tf = build(old, app(), group=GROUP)
-    new = replace(old, workspace="b", backend_config={"secretSuffix": "b"})
+    new = with_terraform(old, workspace="b", backend_config={"secretSuffix": "b"})
     patch, pinned = rollout_patch(new, tf)
     assert patch is None
     assert pinned == ["workspace", "backendConfig"]
-    patch, pinned = rollout_patch(replace(new, interval="1h"), tf)
+    patch, pinned = rollout_patch(with_terraform(new, interval="1h"), tf)
     assert patch == {"spec": {"interval": "1h"}}
     assert pinned == ["workspace", "backendConfig"]
     # unset in the definition == the CRD default "default"
     tf["spec"]["workspace"] = "default"
-    assert rollout_patch(replace(new, workspace=None), tf)[1] == ["backendConfig"]
+    assert rollout_patch(with_terraform(new, workspace=None), tf)[1] == ["backendConfig"]
 
 
 def test_rollout_does_not_flag_the_per_instance_state_suffix() -> None:
     """An instance carrying its own suffix is what the definition builds: not changed, not pinned."""
     for backend in ({"inClusterConfig": True}, {"secretSuffix": "{{ .name }}-state"}):
-        d = Defn(backend_config=backend)
+        d = defn(backend_config=backend)
         for name in ("net", "other"):
             tf = build(d, app(name), group=GROUP)
             assert rollout_patch(d, tf) == (None, [])
-            assert rollout_patch(replace(d, interval="1h"), tf) == ({"spec": {"interval": "1h"}}, [])
+            assert rollout_patch(with_terraform(d, interval="1h"), tf) == ({"spec": {"interval": "1h"}}, [])
 
 
 def test_rollout_state_suffix_is_the_terraforms_own_name_after_a_prefix_change() -> None:
-    d = Defn(backend_config={"inClusterConfig": True})
+    d = defn(backend_config={"inClusterConfig": True})
     tf = build(d, app(), group=GROUP)
     assert tf["spec"]["backendConfig"]["secretSuffix"] == "vpc-net"
     assert rollout_patch(replace(d, prefix="net-"), tf) == (None, [])
@@ -95,14 +95,14 @@ def test_rollout_state_suffix_is_the_terraforms_own_name_after_a_prefix_change()
 def test_rollout_reports_a_backend_config_without_the_instance_suffix() -> None:
     """A Terraform written before suffixes were defaulted differs from what the definition builds now:
     reported like any backendConfig change, never patched."""
-    d = Defn(backend_config={"inClusterConfig": True})
+    d = defn(backend_config={"inClusterConfig": True})
     tf = build(d, app(), group=GROUP)
     tf["spec"]["backendConfig"] = {"inClusterConfig": True}
     assert rollout_patch(d, tf) == (None, ["backendConfig"])
 
 
 def test_rollout_approve_plan_modes() -> None:
-    manual = Defn(approve_plan="manual")
+    manual = defn(approve_plan="manual")
     tf = build(Defn(), app(), group=GROUP)  # auto
     tf["status"] = {"plan": {"pending": "plan-main-abc"}}
     assert rollout_patch(manual, tf)[0] == {"spec": {"approvePlan": ""}}
@@ -121,11 +121,11 @@ def test_rollout_approve_plan_modes() -> None:
 
 
 def test_rollout_respects_runner_sa_override_only_while_allowed() -> None:
-    allowed = Defn(allow_service_account_override=True)
+    allowed = defn(allow_service_account_override=True)
     tf = build(allowed, app(annotations={RUNNER_SA_ANNOTATION: "tenant"}), group=GROUP)
     assert tf["spec"]["serviceAccountName"] == "tenant"
-    assert rollout_patch(replace(allowed, service_account_name="other"), tf)[0] is None
-    assert rollout_patch(replace(allowed, allow_service_account_override=False), tf)[0] == {
+    assert rollout_patch(with_terraform(allowed, service_account_name="other"), tf)[0] is None
+    assert rollout_patch(with_terraform(allowed, allow_service_account_override=False), tf)[0] == {
         "spec": {"serviceAccountName": "tf-runner"}
     }
 
@@ -134,16 +134,16 @@ def test_rollout_uses_application_name_label_for_outputs_secret() -> None:
     d = Defn()
     tf = build(d, app(), group=GROUP)
     patch, _ = rollout_patch(
-        replace(d, prefix="net-", write_outputs_to_secret={"name": "{{ .name }}-o"}), tf
+        with_terraform(d, prefix="net-", write_outputs_to_secret={"name": "{{ .name }}-o"}), tf
     )
-    assert patch == {"spec": {"writeOutputsToSecret": {"name": "net-o", "outputs": None}}}
+    assert patch == {"spec": {"writeOutputsToSecret": {"name": "net-o", "outputs": []}}}
 
 
 def test_patch_carries_the_read_resource_version() -> None:
     """So a concurrent write makes the patch fail with 409 and the reconciler re-reads."""
     tf = build(Defn(), app(), group=GROUP)
     tf["metadata"]["resourceVersion"] = "41"
-    patch, _ = rollout_patch(Defn(interval="1h"), tf)
+    patch, _ = rollout_patch(defn(interval="1h"), tf)
     assert patch == {"metadata": {"resourceVersion": "41"}, "spec": {"interval": "1h"}}
     patch, _ = rollout_patch(Defn(release_labels={"extra": "1"}), tf)
     assert patch == {"metadata": {"resourceVersion": "41", "labels": {"extra": "1"}}}
@@ -151,9 +151,9 @@ def test_patch_carries_the_read_resource_version() -> None:
 
 
 def test_not_rolled_out_names_the_application() -> None:
-    d = Defn(workspace="a")
+    d = defn(workspace="a")
     tf = build(d, app(), group=GROUP)
-    _, pinned = rollout_patch(replace(d, workspace="b", backend_config={"x": "y"}), tf)
+    _, pinned = rollout_patch(with_terraform(d, workspace="b", backend_config={"x": "y"}), tf)
     assert not_rolled_out(d, tf, pinned) == {
         "name": "net", "namespace": "team", "fields": ["backendConfig", "workspace"],
     }

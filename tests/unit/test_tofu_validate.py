@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
-from tests.unit.tofu_samples import GROUP, Defn, app, causes
+from tests.unit.tofu_samples import GROUP, Defn, app, causes, defn
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
 from tofu_agl.validate import validate_application
@@ -86,13 +86,13 @@ def test_runner_sa_annotation_rejected_without_override() -> None:
     assert exc.value.code == 422
     field_name = f"metadata.annotations[{RUNNER_SA_ANNOTATION}]"
     assert causes(exc)[field_name]["reason"] == "FieldValueForbidden"
-    validate_application(Defn(allow_service_account_override=True), a, group=GROUP)
+    validate_application(defn(allow_service_account_override=True), a, group=GROUP)
 
 
 def test_runner_sa_annotation_must_be_a_valid_name() -> None:
     a = app(annotations={RUNNER_SA_ANNOTATION: "Bad_SA"})
     with pytest.raises(ApiError) as exc:
-        validate_application(Defn(allow_service_account_override=True), a, group=GROUP)
+        validate_application(defn(allow_service_account_override=True), a, group=GROUP)
     assert exc.value.code == 422
 
 
@@ -180,7 +180,7 @@ def test_metadata_is_checked_before_the_spec() -> None:
 def test_approval_on_create_is_rejected_nothing_is_pending() -> None:
     a = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
     with pytest.raises(ApiError) as exc:
-        validate_application(Defn(approve_plan="manual"), a, group=GROUP)
+        validate_application(defn(approve_plan="manual"), a, group=GROUP)
     assert exc.value.code == 422
     assert "no plan is waiting for approval" in causes(exc)[f"metadata.annotations[{APPROVE_ANNOTATION}]"]["message"]
 
@@ -188,12 +188,12 @@ def test_approval_on_create_is_rejected_nothing_is_pending() -> None:
 def test_approval_is_checked_after_everything_else() -> None:
     a = app(spec={"nodeCount": 0}, annotations={APPROVE_ANNOTATION: "plan-main-abc"})
     with pytest.raises(ApiError) as exc:
-        validate_application(Defn(approve_plan="manual"), a, group=GROUP)
+        validate_application(defn(approve_plan="manual"), a, group=GROUP)
     assert set(causes(exc)) == {"spec.nodeCount"}
 
 
 def _with_pending(spec: Any = None) -> dict[str, Any]:
-    d = Defn(approve_plan="manual")
+    d = defn(approve_plan="manual")
     live = build(d, app(spec=spec), group=GROUP)
     live["status"] = {"plan": {"pending": "plan-main-abc"}}
     return live
@@ -203,8 +203,8 @@ def test_approving_while_changing_spec_is_rejected_under_manual_only() -> None:
     live = _with_pending()
     changed = app(spec={"cidrBlock": "10.9.0.0/16"}, annotations={APPROVE_ANNOTATION: "plan-main-abc"})
     with pytest.raises(ApiError) as exc:
-        validate_application(Defn(approve_plan="manual"), changed, group=GROUP, live=live)
+        validate_application(defn(approve_plan="manual"), changed, group=GROUP, live=live)
     assert causes(exc)[f"metadata.annotations[{APPROVE_ANNOTATION}]"]["reason"] == "FieldValueForbidden"
     validate_application(Defn(), changed, group=GROUP, live=live)
     same = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
-    validate_application(Defn(approve_plan="manual"), same, group=GROUP, live=live)
+    validate_application(defn(approve_plan="manual"), same, group=GROUP, live=live)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.tofu_samples import Defn
+from tests.unit.tofu_samples import Defn, defn
 from tofu_agl.variables import (
     RESERVED,
     VARIABLE_NAME,
@@ -219,7 +219,7 @@ def test_marshal_verbatim_copies() -> None:
 def test_vars_keep_json_types_and_are_sorted() -> None:
     d = Defn()
     spec = {"region": "us-east-1", "nodeCount": 5, "public": True, "ratio": 0.5, "zones": ["a", "b"]}
-    out = marshal_vars(d.schema, d.variable_naming, spec)
+    out = marshal_vars(d.schema, d.terraform.variable_naming, spec)
     assert [v["name"] for v in out] == sorted(v["name"] for v in out)
     assert {v["name"]: v["value"] for v in out} == {
         "region": "us-east-1",
@@ -243,7 +243,7 @@ def test_snake_case_converts_declared_keys_at_every_depth_but_not_map_keys() -> 
             "extraRoutes": {"someKey": {"innerKey": 1}},
         },
     }
-    got = {v["name"]: v["value"] for v in marshal_vars(d.schema, d.variable_naming, spec)}
+    got = {v["name"]: v["value"] for v in marshal_vars(d.schema, d.terraform.variable_naming, spec)}
     assert got["cidr_block"] == "10.0.0.0/16"
     assert got["subnets"] == [{"cidr_block": "10.0.1.0/24", "availability_zone": "b"}]
     assert got["tags"] == {"teamName": "x", "cost-center": "y"}
@@ -252,7 +252,8 @@ def test_snake_case_converts_declared_keys_at_every_depth_but_not_map_keys() -> 
         "nat_gateway": {"per_az": True},
         "extra_routes": {"someKey": {"innerKey": 1}},
     }
-    assert unmarshal_vars(d.schema, d.variable_naming, marshal_vars(d.schema, d.variable_naming, spec)) == spec
+    naming = d.terraform.variable_naming
+    assert unmarshal_vars(d.schema, naming, marshal_vars(d.schema, naming, spec)) == spec
 
 
 def test_verbatim_passes_keys_as_written() -> None:
@@ -260,25 +261,25 @@ def test_verbatim_passes_keys_as_written() -> None:
         "type": "object",
         "properties": {"cidr_block": {"type": "string"}, "net": Defn().schema["properties"]["network"]},
     }
-    d = Defn(variable_naming="verbatim", schema=schema)
+    d = defn(variable_naming="verbatim", schema=schema)
     spec = {"cidr_block": "x", "net": {"enableDns": True, "natGateway": {"perAz": False}}}
-    got = marshal_vars(d.schema, d.variable_naming, spec)
+    got = marshal_vars(d.schema, d.terraform.variable_naming, spec)
     assert got == [
         {"name": "cidr_block", "value": "x"},
         {"name": "net", "value": {"enableDns": True, "natGateway": {"perAz": False}}},
     ]
-    assert unmarshal_vars(d.schema, d.variable_naming, got) == spec
+    assert unmarshal_vars(d.schema, d.terraform.variable_naming, got) == spec
 
 
 def test_nested_values_are_never_flattened() -> None:
     d = Defn()
-    got = marshal_vars(d.schema, d.variable_naming, {"subnets": [{"cidrBlock": "a"}, {"cidrBlock": "b"}]})
+    got = marshal_vars(d.schema, d.terraform.variable_naming, {"subnets": [{"cidrBlock": "a"}, {"cidrBlock": "b"}]})
     assert got == [{"name": "subnets", "value": [{"cidr_block": "a"}, {"cidr_block": "b"}]}]
 
 
 def test_unmarshal_skips_value_from_and_keeps_unknown_names() -> None:
     d = Defn()
-    spec = unmarshal_vars(d.schema, d.variable_naming,
+    spec = unmarshal_vars(d.schema, d.terraform.variable_naming,
         [
             {"name": "node_count", "value": 2},
             {"name": "secret", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}},
@@ -291,6 +292,7 @@ def test_unmarshal_skips_value_from_and_keeps_unknown_names() -> None:
 def test_key_clash_is_an_error() -> None:
     d = Defn()
     with pytest.raises(ValueError, match="per_az"):
-        marshal_vars(d.schema, d.variable_naming, {"network": {"natGateway": {"perAz": True, "per_az": False}}})
+        marshal_vars(d.schema, d.terraform.variable_naming,
+                     {"network": {"natGateway": {"perAz": True, "per_az": False}}})
     with pytest.raises(ValueError, match=r'^spec\.nodeCount: becomes variable "node_count"'):
-        marshal_vars(d.schema, d.variable_naming, {"node_count": 1, "nodeCount": 2})
+        marshal_vars(d.schema, d.terraform.variable_naming, {"node_count": 1, "nodeCount": 2})

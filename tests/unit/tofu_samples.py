@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from shared.admission import CompiledSchema, compile_schema
 from shared.api.errors import ApiError
 from tests.recorded import load_recorded
-from tofu_agl.definition import TofuDefinitionView
+from tofu_agl.definition import Terraform, TofuDefinitionView
 from tofu_agl.names import DEFAULT_GROUP
 
 GROUP = DEFAULT_GROUP
@@ -53,9 +53,26 @@ SCHEMA: dict[str, Any] = {
 }
 
 
+#: The sample kind's ``spec.terraform`` (snake_case names: :class:`tofu_agl.definition.Terraform`'s fields).
+TERRAFORM: dict[str, Any] = {
+    "source_ref": {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"},
+    "path": "./modules/vpc",
+    "interval": "10m",
+    "retry_interval": "1m",
+    "approve_plan": "auto",
+    "destroy_resources_on_deletion": True,
+    "write_outputs_to_secret": {"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]},
+    "service_account_name": "tf-runner",
+    "runner_pod_template": {"metadata": {"labels": {"team": "platform"}}, "spec": {"env": [{"name": "A"}]}},
+    "store_readable_plan": "human",
+}
+
+
 @dataclass(frozen=True)
 class Defn:
-    """A TofuApplicationDefinition view, as the definitions module exposes it."""
+    """A TofuApplicationDefinition view, as the definitions module exposes it; ``spec.terraform`` is the model
+    itself, so a Terraform field is declared once (on :class:`Terraform`).  :func:`defn` and :func:`with_terraform`
+    take its fields as keywords."""
 
     kind: str = "VPC"
     plural: str = "vpcs"
@@ -63,40 +80,32 @@ class Defn:
     prefix: str = "vpc-"
     release_labels: dict[str, str] = field(default_factory=lambda: {"cozystack.io/ui": "true"})
     schema: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(SCHEMA))
-    source_ref: dict[str, Any] = field(
-        default_factory=lambda: {"kind": "GitRepository", "name": "aws-vpc", "namespace": "cozy-system"}
-    )
-    path: str | None = "./modules/vpc"
-    interval: str = "10m"
-    retry_interval: str | None = "1m"
-    approve_plan: str = "auto"
-    destroy_resources_on_deletion: bool | None = True
-    write_outputs_to_secret: dict[str, Any] | None = field(
-        default_factory=lambda: {"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]}
-    )
-    variable_naming: str = "snake_case"
-    service_account_name: str | None = "tf-runner"
-    allow_service_account_override: bool = False
-    runner_pod_template: dict[str, Any] | None = field(
-        default_factory=lambda: {
-            "metadata": {"labels": {"team": "platform"}},
-            "spec": {"env": [{"name": "A"}]},
-        }
-    )
-    backend_config: dict[str, Any] | None = None
-    workspace: str | None = None
-    store_readable_plan: str | None = "human"
-    vars_from: list[Any] | None = None
+    terraform: Terraform = field(default_factory=lambda: Terraform.model_validate(TERRAFORM))
 
     @property
     def rules(self) -> CompiledSchema:
         return compile_schema(self.schema)[0]
 
     def render_outputs_secret_name(self, name: str, namespace: str, kind: str) -> str:
-        template = str((self.write_outputs_to_secret or {}).get("name", ""))
+        outputs = self.terraform.write_outputs_to_secret
+        template = outputs.name if outputs is not None else ""
         for key, value in (("name", name), ("namespace", namespace), ("kind", kind)):
             template = template.replace("{{ .%s }}" % key, value)  # noqa: UP031
         return template
+
+
+def with_terraform(d: Defn, **changes: Any) -> Defn:
+    """``d`` with ``changes``: Terraform fields (snake_case) go into ``d.terraform``, the rest onto ``d``."""
+    terraform = {k: v for k, v in changes.items() if k in Terraform.model_fields}
+    rest = {k: v for k, v in changes.items() if k not in Terraform.model_fields}
+    if terraform:
+        rest["terraform"] = Terraform.model_validate(d.terraform.model_dump() | terraform)
+    return replace(d, **rest)
+
+
+def defn(**changes: Any) -> Defn:
+    """The sample definition with ``changes`` (see :func:`with_terraform`)."""
+    return with_terraform(Defn(), **changes)
 
 
 def _protocol_check(d: Defn) -> TofuDefinitionView:
