@@ -16,6 +16,8 @@ JSON one.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from shared.api.errors import ApiError
 from shared.api.rest import RequestContext
 from shared.bodies import JSON
@@ -23,6 +25,7 @@ from shared.client.kube import ObjectClient
 from shared.security.authz import ResourceAttributes
 
 from .plan import PlanLocation, chunk_name
+from .project import pending_plan
 
 #: At most this many chunks are read (tofu-controller splits at about 1 MiB: a 64 MiB readable plan).
 MAX_CHUNKS = 64
@@ -53,3 +56,35 @@ async def plan_objects(client: ObjectClient, namespace: str, location: PlanLocat
 async def require_read(ctx: RequestContext, namespace: str, location: PlanLocation) -> None:
     """Raise kube-apiserver's 403 unless the user may ``get`` the object the plan is kept in."""
     await ctx.require(ResourceAttributes("get", "", "v1", location.resource, namespace, location.name))
+
+
+class PlanSummaries:
+    """Summaries of pending plans, read once per plan.
+
+    A plan is identified by the Terraform, its pending id and ``lastPlanAt`` (a re-plan of the same
+    revision keeps the id but not the time), so a watch or list does not re-read the plan objects for
+    every event.  Only summaries are kept: a plan not stored yet, or not readable now, is read again
+    next time.  Bounded, oldest dropped first.
+    """
+
+    def __init__(self, capacity: int = 512) -> None:
+        self._capacity = capacity
+        self._entries: OrderedDict[tuple[str, ...], JSON] = OrderedDict()
+
+    @staticmethod
+    def key(tf: JSON) -> tuple[str, ...]:
+        meta = tf.get("metadata") or {}
+        status = tf.get("status") or {}
+        return (str(meta.get("uid") or ""), pending_plan(tf), str(status.get("lastPlanAt") or ""),
+                str((tf.get("spec") or {}).get("storeReadablePlan") or ""))
+
+    def get(self, key: tuple[str, ...]) -> JSON | None:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        return None
+
+    def put(self, key: tuple[str, ...], summary: JSON) -> None:
+        self._entries[key] = summary
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -64,38 +63,6 @@ SECRETS = GVR("", "v1", "secrets")
 CACHE_TRANSFORM = keeping_spec(SPEC_READ)
 
 
-class PlanSummaries:
-    """Summaries of pending plans, read once per plan.
-
-    A plan is identified by the Terraform, its pending id and ``lastPlanAt`` (a re-plan of the same
-    revision keeps the id but not the time), so a watch or list does not re-read the plan objects for
-    every event.  Only summaries are kept: a plan not stored yet, or not readable now, is read again
-    next time.  Bounded, oldest dropped first.
-    """
-
-    def __init__(self, capacity: int = 512) -> None:
-        self._capacity = capacity
-        self._entries: OrderedDict[tuple[str, ...], JSON] = OrderedDict()
-
-    @staticmethod
-    def key(tf: JSON) -> tuple[str, ...]:
-        meta = tf.get("metadata") or {}
-        status = tf.get("status") or {}
-        return (str(meta.get("uid") or ""), pending_plan(tf), str(status.get("lastPlanAt") or ""),
-                str((tf.get("spec") or {}).get("storeReadablePlan") or ""))
-
-    def get(self, key: tuple[str, ...]) -> JSON | None:
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            return self._entries[key]
-        return None
-
-    def put(self, key: tuple[str, ...], summary: JSON) -> None:
-        self._entries[key] = summary
-        while len(self._entries) > self._capacity:
-            self._entries.popitem(last=False)
-
-
 class ApplicationStorage:
     """:class:`shared.api.rest.Storage` for the kind one TofuApplicationDefinition publishes."""
 
@@ -120,7 +87,7 @@ class ApplicationStorage:
         # The readable plans tofu-controller keeps, read with the service's own identity as the Terraforms are.
         self._plan_objects = {"configmaps": ObjectClient(terraforms.api, CONFIGMAPS),
                               "secrets": ObjectClient(terraforms.api, SECRETS)}
-        self._summaries = PlanSummaries()
+        self._summaries = plan_read.PlanSummaries()
         # A cache handed over by the storage this one replaces (same objects, changed definition).
         self._informer = informer or Informer(
             terraforms, label_selector=watched_selector(definition, self.group), name=f"terraforms/{info.kind}",
@@ -162,7 +129,7 @@ class ApplicationStorage:
         """The Application of ``tf``, with the summary of a plan awaiting approval when one is kept."""
         if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
             return self._to_app(tf)
-        key = PlanSummaries.key(tf)
+        key = plan_read.PlanSummaries.key(tf)
         summary = self._summaries.get(key)
         if summary is None and plan.plan_location(tf) is not None:
             summary = await self._plan_summary(tf)

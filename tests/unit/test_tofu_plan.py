@@ -268,7 +268,7 @@ def test_without_a_readable_plan_the_condition_only_tells_how_to_approve() -> No
 
 
 def test_summaries_are_remembered_per_plan_and_bounded() -> None:
-    from tofu_agl.storage import PlanSummaries
+    from tofu_agl.plan_read import PlanSummaries
 
     cache = PlanSummaries(capacity=2)
     tf = {"metadata": {"uid": "u1"}, "spec": {"storeReadablePlan": "human"},

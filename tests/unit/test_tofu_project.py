@@ -545,7 +545,7 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     (whole objects from kube-apiserver) must still show the same Application, status and plan preview."""
     from shared.client.informer import keeping_spec
     from tofu_agl import plan
-    from tofu_agl.storage import PlanSummaries
+    from tofu_agl.plan_read import PlanSummaries
 
     # A definition setting every Terraform field a definition controls, so the built spec carries many the
     # projection does not read.
