@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 from localcluster import aggregation, services
-from localcluster.cluster import Cluster, free_port
+from localcluster.cluster import Cluster, ClusterError, free_port
 from localcluster.spreader import BackgroundSpreader
 
-from tests.kube import Api, get_json, kubectl, load_fixture, metric_samples, service_metrics, wait_for
+from tests.kube import Api, call_service, get_json, kubectl, load_fixture, metric_samples, service_metrics, wait_for
 
 NS = "tenant-replicas"
 LEASE_NS = services.NAMESPACE
@@ -171,16 +171,16 @@ class Watcher(threading.Thread):
         self.events: list[Seen] = []
         self.errors: list[Any] = []  # ERROR events (410 Gone would be one): a gap, never expected
         self.connected = threading.Event()
-        #: (monotonic time, resourceVersion) of each watch started after the first one ended.
-        self.resumed: list[tuple[float, str]] = []
+        #: (monotonic time, resourceVersion, how the previous watch ended) of each watch after the first.
+        self.resumed: list[tuple[float, str, str]] = []
         self.done = False
 
     def run(self) -> None:
         deadline = time.monotonic() + 150
-        first = True
-        while not self.done and time.monotonic() < deadline:
+        first, ended = True, ""
+        while not self.done and not self.errors and time.monotonic() < deadline:
             if not first:
-                self.resumed.append((time.monotonic(), self.rv))
+                self.resumed.append((time.monotonic(), self.rv, ended))
                 time.sleep(0.2)
             first = False
             req = urllib.request.Request(
@@ -192,8 +192,9 @@ class Watcher(threading.Thread):
                     for line in resp:
                         if self._take(json.loads(line)):
                             break
-            except (OSError, http.client.HTTPException, ValueError):
-                pass  # a broken watch (or a refused re-watch): watch again from self.rv
+                ended = "the stream ended"
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                ended = repr(exc)[:60]  # a broken watch (or a refused re-watch): watch again from self.rv
 
     def _take(self, event: dict[str, Any]) -> bool:
         """Record one event; True when the watch should end."""
@@ -223,7 +224,10 @@ class AvailabilityProbe(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + 180
         while not self.stop.is_set() and time.monotonic() < deadline:
-            answer = call(self.api, "GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{APISERVICE}")
+            try:
+                answer = call(self.api, "GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{APISERVICE}")
+            except ClusterError:  # the session ended under a failed test
+                return
             if answer.code == 200:
                 for cond in answer.body.get("status", {}).get("conditions", []):
                     if cond["type"] == "Available" and cond["status"] != "True":
@@ -268,6 +272,14 @@ def ready(port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def listed_directly(cluster: Cluster, port: int) -> int | None:
+    """The list resourceVersion one replica answers (asked directly, as kube-apiserver's front proxy)."""
+    front_proxy = (cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
+    code, text = call_service(port, COLLECTION, cert=front_proxy,
+                              headers={"X-Remote-User": "root", "X-Remote-Group": "system:masters"})
+    return int(json.loads(text)["metadata"]["resourceVersion"]) if code == 200 else None
 
 
 def holder(cluster: Cluster) -> str | None:
@@ -341,7 +353,11 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
                       "a Lease holder among the replicas", timeout=40)
     victim = pair.by_identity(leader)
     survivor = next(r for r in pair.replicas if r is not victim)
-    since = call(api, "GET", COLLECTION).body["metadata"]["resourceVersion"]
+    # Each replica's cache of the kind keeps events from the moment it listed; a watch from an older
+    # resourceVersion is answered 410 Gone (docs/operating.md, Availability). Start from an RV both replicas
+    # have reached, so that a 410 below means a resume the survivor could not serve.
+    since = str(max(wait_for(lambda r=r: listed_directly(cluster, r.port), f"the kind served by :{r.port}")
+                    for r in pair.replicas))
     sentinel = f"{tag}-end"
 
     # Every watch through the victim, so that the kill breaks each one and each must resume.
@@ -414,8 +430,9 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
     written = {(op.name, int(op.result["metadata"]["resourceVersion"])) for op in operations if op.result}
     final = {(n, int(i["metadata"]["resourceVersion"])) for n, i in ours.items()}
     for watcher in watchers:
-        assert watcher.done and not watcher.errors, (watcher.done, watcher.errors)
-        assert any(at > killed_at for at, _rv in watcher.resumed), "the kill did not break this watch"
+        assert watcher.done and not watcher.errors, (watcher.done, [(e.get("code"), e.get("message"))
+                                                                    for e in watcher.errors])
+        assert any(at > killed_at for at, _rv, _why in watcher.resumed), "the kill did not break this watch"
         pairs = [(e.name, e.resource_version) for e in watcher.events]
         assert len(pairs) == len(set(pairs)), Counter(p for p in pairs if pairs.count(p) > 1)
         for name in believed:
@@ -434,7 +451,7 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
                        if a.code in (200, 201) and first_failure is not None and a.at > first_failure])
     unavailable = (recovered - first_failure) if first_failure is not None and recovered is not None else 0.0
     not_available = [at for at, _ in probe.not_available if at >= killed_at]
-    resumed = [at - killed_at for w in watchers for at, _rv in w.resumed if at > killed_at]
+    resumed = [at - killed_at for w in watchers for at, _rv, _why in w.resumed if at > killed_at]
     print(f"\n[{sig.name}] {len(operations)} writes by {WRITERS} clients, {WATCHERS} watchers; answers {dict(codes)}; "
           f"retried attempts {len(failures)}; unavailable for {unavailable:.2f} s (first failed request to "
           f"first success), last failure {max(failed_at, default=killed_at) - killed_at:.2f} s after the kill; "
@@ -443,3 +460,6 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
           f"{(max(not_available) - min(not_available)) if not_available else 0.0:.2f} s "
           f"({len(not_available)} probes); Lease taken over {took_over:.1f} s after, change rolled out "
           f"{rolled:.1f} s after; relayed connections {pair.spreader.spreader.relayed}")
+    for watcher in watchers:
+        print(f"  {watcher.name}: {len(watcher.events)} events, re-watched "
+              + "; ".join(f"{at - killed_at:+.2f} s from RV {rv} ({why})" for at, rv, why in watcher.resumed))
