@@ -274,12 +274,27 @@ def ready(port: int) -> bool:
         return False
 
 
-def listed_directly(cluster: Cluster, port: int) -> int | None:
-    """The list resourceVersion one replica answers (asked directly, as kube-apiserver's front proxy)."""
+def ask_directly(cluster: Cluster, port: int, query: str = "") -> tuple[int, str]:
+    """GET the collection from one replica (not through kube-apiserver), as kube-apiserver's front proxy."""
     front_proxy = (cluster.pki_dir / "front-proxy-client.crt", cluster.pki_dir / "front-proxy-client.key")
-    code, text = call_service(port, COLLECTION, cert=front_proxy,
+    code, text = call_service(port, COLLECTION + query, cert=front_proxy,
                               headers={"X-Remote-User": "root", "X-Remote-Group": "system:masters"})
-    return int(json.loads(text)["metadata"]["resourceVersion"]) if code == 200 else None
+    return code, text if isinstance(text, str) else json.dumps(text)
+
+
+def common_start(cluster: Cluster, replicas: list[Replica]) -> int | None:
+    """A list resourceVersion every replica accepts a watch from (its cache of the kind is synced by then), or
+    None: a replica that just started lists from kube-apiserver until its cache syncs, and its cache keeps
+    events only from there on."""
+    listed = [ask_directly(cluster, r.port) for r in replicas]
+    if any(code != 200 for code, _text in listed):
+        return None
+    rv = max(int(json.loads(text)["metadata"]["resourceVersion"]) for _code, text in listed)
+    for replica in replicas:
+        code, text = ask_directly(cluster, replica.port, f"?watch=1&timeoutSeconds=1&resourceVersion={rv}")
+        if code != 200 or '"ERROR"' in text:
+            return None
+    return rv
 
 
 def holder(cluster: Cluster) -> str | None:
@@ -356,8 +371,7 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
     # Each replica's cache of the kind keeps events from the moment it listed; a watch from an older
     # resourceVersion is answered 410 Gone (docs/operating.md, Availability). Start from an RV both replicas
     # have reached, so that a 410 below means a resume the survivor could not serve.
-    since = str(max(wait_for(lambda r=r: listed_directly(cluster, r.port), f"the kind served by :{r.port}")
-                    for r in pair.replicas))
+    since = str(wait_for(lambda: common_start(cluster, pair.replicas), "an RV both replicas can watch from"))
     sentinel = f"{tag}-end"
 
     # Every watch through the victim, so that the kill breaks each one and each must resume.
