@@ -11,7 +11,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -21,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from kubernetes_asyncio import client as kclient
-from localcluster import aggregation, services
+from localcluster import services
 from localcluster.cluster import Cluster, free_port
 
 from shared.client.kube import api_client
@@ -73,16 +72,9 @@ def replicas(control_plane: Cluster, helm_service: services.Running) -> Iterator
     # The session's helm_agl runs without election: replace it.
     services.stop(control_plane, services.HELM_AGL)
     first = services.start(control_plane, services.HELM_AGL, extra_args=ELECTION)
-    _ca, cert = aggregation.serving_cert(control_plane, services.HELM_AGL.name, services.NAMESPACE)
     port = free_port()
-    log_file = control_plane.logs_dir / "helm-agl-second.log"
-    with log_file.open("ab") as out:
-        second = subprocess.Popen(
-            [sys.executable, "-m", "helm_agl", "--kubeconfig", str(control_plane.kubeconfig),
-             "--bind-address", "127.0.0.1", "--secure-port", str(port), "--tls-cert-file", str(cert.cert),
-             "--tls-private-key-file", str(cert.key), *ELECTION],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    second = services.launch(control_plane, services.HELM_AGL, port=port, extra_args=ELECTION,
+                             log_file=control_plane.logs_dir / "helm-agl-second.log")
     try:
         wait_for(lambda: ready(first.port) and ready(port), "both replicas ready", timeout=60)
         host = socket.gethostname()

@@ -50,6 +50,21 @@ def _record(cluster: Cluster, service: Service) -> Path:
     return directory / f"{service.name}.json"
 
 
+def launch(cluster: Cluster, service: Service, *, port: int, log_file: Path, python: str = sys.executable,
+           extra_args: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
+    """Start one process of ``service`` on 127.0.0.1:``port`` with its serving certificate, detached, and
+    return at once: neither registered nor waited for. Another replica of a running service is one more
+    ``launch`` with the same flags (the tests put replicas behind :mod:`localcluster.spreader`)."""
+    _ca, cert = aggregation.serving_cert(cluster, service.name, NAMESPACE)
+    argv = [python, "-m", service.module, "--kubeconfig", str(cluster.kubeconfig),
+            "--bind-address", "127.0.0.1", "--secure-port", str(port),
+            "--tls-cert-file", str(cert.cert), "--tls-private-key-file", str(cert.key),
+            *service.extra_args, *extra_args]
+    with log_file.open("ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
 def start(cluster: Cluster, service: Service, *, python: str = sys.executable,
           extra_args: tuple[str, ...] = (), timeout: float = 90) -> Running:
     """Start one service (unless it runs already), register its APIService, wait until Available."""
@@ -58,16 +73,10 @@ def start(cluster: Cluster, service: Service, *, python: str = sys.executable,
         data = json.loads(record.read_text())
         if _alive(data["pid"]):
             return Running(service, data["pid"], data["port"], Path(data["log"]))
-    ca, cert = aggregation.serving_cert(cluster, service.name, NAMESPACE)
+    ca, _cert = aggregation.serving_cert(cluster, service.name, NAMESPACE)
     port = free_port()
     log_file = cluster.logs_dir / f"{service.name}.log"
-    argv = [python, "-m", service.module, "--kubeconfig", str(cluster.kubeconfig),
-            "--bind-address", "127.0.0.1", "--secure-port", str(port),
-            "--tls-cert-file", str(cert.cert), "--tls-private-key-file", str(cert.key),
-            *service.extra_args, *extra_args]
-    with log_file.open("ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = launch(cluster, service, port=port, log_file=log_file, python=python, extra_args=extra_args)
     record.write_text(json.dumps({"pid": proc.pid, "port": port, "log": str(log_file)}))
     log(f"started {service.name} (pid {proc.pid}) on 127.0.0.1:{port}, log {log_file}")
     aggregation.register(cluster, group=service.group, version=service.version, service=service.name,
