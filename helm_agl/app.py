@@ -41,10 +41,11 @@ def wiring(args: argparse.Namespace) -> Build:
         async def kinds_changed() -> None:
             await ctx.discovery_changed(GROUP, VERSION)
 
-        registry = KindRegistry(ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
+        registry = KindRegistry(GROUP, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         roles = KindRoles(ObjectClient(ctx.api, CLUSTERROLES, field_manager=COMPONENT), GROUP)
         reconciler = DefinitionReconciler(registry, definitions, releases, ctx.events, ctx.leader, roles)
-        relay = EventRelay(releases, WATCHED, resolver(lambda: [s.definition for s in registry.served.values()]),
+        relay = EventRelay(releases, WATCHED,
+                           resolver(lambda: [s.definition for s in registry.served.values()], GROUP),
                            COMPONENT, ctx.leader)
 
         async def close() -> None:

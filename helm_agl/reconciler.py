@@ -30,7 +30,7 @@ from shared.service.acceptance import ACCEPTED, Verdict, conditions_changed, sta
 from shared.service.kindroles import KindRoles
 
 from .definition import ApplicationDefinition
-from .names import GROUP, backing_selector
+from .names import backing_selector
 from .registry import KindRegistry
 from .rollout import rollout_key, rollout_patch
 
@@ -102,6 +102,10 @@ class DefinitionReconciler:
         self._rolled_out: dict[str, tuple[object, ...]] = {}
         #: Definition name -> (rollout key, task) of the rollout in progress.
         self._rollouts: dict[str, tuple[tuple[object, ...], asyncio.Task[None]]] = {}
+
+    @property
+    def group(self) -> str:
+        return self.registry.group
 
     async def on_event(self, event_type: str | None, body: dict[str, Any]) -> None:
         """Handle one definition event; serialised so verdicts are decided on a consistent set."""
@@ -255,7 +259,7 @@ class DefinitionReconciler:
         """One round: patch every HelmRelease of ``defn``'s kind that is not up to date."""
         result = Rollout()
         try:
-            listing = await self._releases.list_all(None, backing_selector(defn, GROUP))
+            listing = await self._releases.list_all(None, backing_selector(defn, self.group))
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -274,7 +278,7 @@ class DefinitionReconciler:
         meta = hr["metadata"]
         where = f"{meta['namespace']}/{meta['name']}"
         for _attempt in range(ROLLOUT_ATTEMPTS):
-            patch, _ = rollout_patch(defn, hr)
+            patch, _ = rollout_patch(defn, hr, group=self.group)
             if patch is None:
                 return "unchanged", None
             try:

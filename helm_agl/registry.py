@@ -19,7 +19,7 @@ from shared.schema.structural import structural
 from shared.service.acceptance import Verdict
 
 from .definition import ApplicationDefinition, acceptance
-from .names import GROUP, VERSION, backing_selector
+from .names import VERSION, backing_selector
 from .project import COLUMNS
 
 log = logging.getLogger(__name__)
@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 StorageFactory = Callable[[ApplicationDefinition, ResourceInfo, Informer | None], Any]
 
 
-def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
-    """Discovery and OpenAPI facts for the kind ``defn`` publishes."""
+def resource_info(defn: ApplicationDefinition, group: str) -> ResourceInfo:
+    """Discovery and OpenAPI facts for the kind ``defn`` publishes in ``group``."""
     spec_schema = structural(defn.schema) if defn.schema else {"type": "object"}
     schema: JSON = {
         "type": "object",
@@ -58,7 +58,7 @@ def resource_info(defn: ApplicationDefinition) -> ResourceInfo:
         },
     }
     return ResourceInfo(
-        group=GROUP, version=VERSION, kind=defn.kind, plural=defn.plural,
+        group=group, version=VERSION, kind=defn.kind, plural=defn.plural,
         singular=defn.singular, schema=schema, columns=COLUMNS, categories=("cozystack",),
     )
 
@@ -72,8 +72,10 @@ class Served:
 class KindRegistry:
     """Definitions by name, their verdicts, and the storages of the accepted ones."""
 
-    def __init__(self, register: Callable[[Storage], None], unregister: Callable[[str, str, str], object],
-                 make_storage: StorageFactory, kinds_changed: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, group: str, register: Callable[[Storage], None],
+                 unregister: Callable[[str, str, str], object], make_storage: StorageFactory,
+                 kinds_changed: Callable[[], Awaitable[None]]) -> None:
+        self.group = group
         self._kinds_changed = kinds_changed
         self._register = register
         self._unregister = unregister
@@ -107,14 +109,14 @@ class KindRegistry:
             if current is None or not self.verdicts[name].accepted:
                 await self._stop(name)
             elif _changed(served.definition, current):
-                if backing_selector(served.definition, GROUP) == backing_selector(current, GROUP):
+                if backing_selector(served.definition, self.group) == backing_selector(current, self.group):
                     # Same backing objects: the new storage takes the running cache over.
                     kept[name] = self._unserve(name).hand_over()
                 else:
                     await self._stop(name)
         for defn in defs:
             if self.verdicts[defn.name].accepted and defn.name not in self.served:
-                storage = self._make_storage(defn, resource_info(defn), kept.pop(defn.name, None))
+                storage = self._make_storage(defn, resource_info(defn, self.group), kept.pop(defn.name, None))
                 storage.start()
                 self._register(storage)
                 self.served[defn.name] = Served(defn, storage)

@@ -17,13 +17,14 @@ from shared.bodies import JSON
 
 from .build import chart_ref, timeouts, values_from
 from .definition import ApplicationDefinition, HelmDefinitionView
-from .names import GROUP, GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, is_application
+from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, is_application
 
 #: chartRef fields that name the chart; a differing ``apiVersion`` alone is not a new chart.
 CHART_IDENTITY = ("kind", "name", "namespace")
 
 
-def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> tuple[JSON | None, list[str]]:
+def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any], *,
+                  group: str) -> tuple[JSON | None, list[str]]:
     """(JSON merge patch bringing ``backing`` in line with its definition or None, fields not rolled out).
 
     Rolled out (SPEC §2 "Reconciler"): chartRef, replaced when kind/name/namespace differ (keys
@@ -33,10 +34,11 @@ def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any]) -> tuple
     and users' labels never); install/upgrade timeouts and ``disableWait`` per the definition's
     annotations.  Values, user labels, health checks and strategies are not touched.  The patch
     carries the HelmRelease's ``metadata.resourceVersion`` so it fails with 409 if the object changed since it was read;
-    the caller re-reads and recomputes.  A HelmRelease of another kind yields None.  Every
+    the caller re-reads and recomputes.  A HelmRelease of another kind or group (``group`` is the
+    served one) yields None.  Every
     definition field of a HelmRelease can be rolled out, so the second element is always empty.
     """
-    if not is_application(backing, defn.kind, GROUP):
+    if not is_application(backing, defn.kind, group):
         return None, []
     meta = backing.get("metadata") or {}
     label_patch = release_label_patch(defn.release_labels, meta.get("labels") or {},

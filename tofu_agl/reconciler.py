@@ -295,7 +295,7 @@ class DefinitionReconciler:
         where = f"{meta['namespace']}/{meta['name']}"
         pinned: list[str] = []
         for _attempt in range(ROLLOUT_ATTEMPTS):
-            patch, pinned = rollout_patch(defn, tf)
+            patch, pinned = rollout_patch(defn, tf, group=self.group)
             if patch is None:
                 return "unchanged", None, pinned
             try:

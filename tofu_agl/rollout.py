@@ -22,7 +22,7 @@ from shared.bodies import JSON
 from . import approval
 from .build import STATE_LOCATION, definition_fields
 from .definition import TofuApplicationDefinition, TofuDefinitionView
-from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, application_name
+from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, application_name, is_application
 from .project import user_entries
 
 #: Values the Terraform CRD (v0.16.5) defaults when a field is omitted; used to compare a live
@@ -54,7 +54,8 @@ ROLLOUT_FIELDS = (
 PINNED_FIELDS = STATE_LOCATION
 
 
-def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> tuple[JSON | None, list[str]]:
+def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any], *,
+                  group: str) -> tuple[JSON | None, list[str]]:
     """Merge patch bringing an existing Terraform in line with its (changed) definition.
 
     Returns ``(patch or None, pinned fields that differ)``: the pinned fields are never patched
@@ -62,8 +63,12 @@ def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any]) -> tuple
     :func:`tofu_agl.approval.kept_approval` decides; an instance's runner-service-account override
     is honoured only while the definition allows overrides.  The patch carries the Terraform's
     ``metadata.resourceVersion`` so it fails with 409 if the object changed since it was read; the
-    caller re-reads and recomputes.
+    caller re-reads and recomputes.  A Terraform of another kind or group (``group`` is the served
+    one) yields ``(None, [])``: the reconciler re-reads a Terraform by name after a conflict, and its
+    labels may have changed meanwhile.
     """
+    if not is_application(backing, defn.kind, group):
+        return None, []
     meta = backing.get("metadata") or {}
     live_spec = backing.get("spec") or {}
     labels = meta.get("labels") or {}

@@ -70,7 +70,8 @@ class Backend(Protocol[Definition]):
     def project(self, defn: Definition, target: Mapping[str, Any], /, *, group: str) -> JSON | None:
         """The whole Application (metadata, spec read back, status) for a backing object."""
 
-    def rollout_patch(self, defn: Definition, target: Mapping[str, Any], /) -> tuple[JSON | None, list[str]]:
+    def rollout_patch(self, defn: Definition, target: Mapping[str, Any], /, *,
+                      group: str) -> tuple[JSON | None, list[str]]:
         """The merge patch that rolls a definition change out to one backing object, and the fields kept."""
 
     def application_name(self, defn: Definition, target_name: str, /) -> str | None:

@@ -214,7 +214,7 @@ def _status_keys(which: str) -> set[str]:
     """Top-level Application status fields each stack publishes in its OpenAPI schema."""
     if which == "helm":
         info = helm_agl.registry.resource_info(helm_agl.definition.ApplicationDefinition.from_object(
-            sample("postgres")))
+            sample("postgres")), helm_agl.names.GROUP)
     else:
         info = tofu_agl.registry.resource_info(
             tofu_agl.definition.TofuApplicationDefinition.from_object(sample("vpc")), tofu_agl.names.DEFAULT_GROUP)

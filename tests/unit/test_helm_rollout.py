@@ -13,29 +13,29 @@ from helm_agl.rollout import rollout_key, rollout_patch
 from shared.api.patch import merge_patch
 from shared.bodies import JSON
 from tests.kube import FIXTURES
-from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, HEALTH_CHECKS, FakeDefinition, make_hr
+from tests.unit.helm_samples import DEFN, FOREIGN_LABELS, GROUP, HEALTH_CHECKS, FakeDefinition, make_hr
 
 
 def test_rollout_nothing_to_do() -> None:
-    assert rollout_patch(DEFN, make_hr(status="installed")) == (None, [])
+    assert rollout_patch(DEFN, make_hr(status="installed"), group=GROUP) == (None, [])
     defn = replace(DEFN, install_timeout="15m", upgrade_timeout="1h", disable_wait=True)
-    assert rollout_patch(defn, make_hr(defn)) == (None, [])
+    assert rollout_patch(defn, make_hr(defn), group=GROUP) == (None, [])
 
 
 def test_rollout_equal_durations_are_not_rewritten() -> None:
     hr = make_hr()
     hr["spec"]["install"]["timeout"] = "10m"
     hr["spec"]["upgrade"]["timeout"] = "600s"
-    assert rollout_patch(DEFN, hr) == (None, [])
+    assert rollout_patch(DEFN, hr, group=GROUP) == (None, [])
 
 
 def _roll(defn: FakeDefinition, hr: JSON) -> tuple[JSON, JSON]:
-    patch, not_rolled_out = rollout_patch(defn, hr)
+    patch, not_rolled_out = rollout_patch(defn, hr, group=GROUP)
     assert patch is not None
     assert not_rolled_out == []
     assert patch["metadata"]["resourceVersion"] == hr["metadata"]["resourceVersion"]
     patched = merge_patch(hr, patch)
-    assert rollout_patch(defn, patched) == (None, []), "the patch must converge"
+    assert rollout_patch(defn, patched, group=GROUP) == (None, []), "the patch must converge"
     return patch, patched
 
 
@@ -65,7 +65,7 @@ def test_rollout_replaces_chart_ref() -> None:
 def test_rollout_same_chart_ref_apiversion_only_is_left_alone() -> None:
     hr = make_hr()
     hr["spec"]["chartRef"]["apiVersion"] = "source.toolkit.fluxcd.io/v1"
-    assert rollout_patch(DEFN, hr) == (None, [])
+    assert rollout_patch(DEFN, hr, group=GROUP) == (None, [])
 
 
 def test_rollout_moves_legacy_chart_to_chart_ref() -> None:
@@ -149,7 +149,7 @@ def test_rollout_leaves_values_health_checks_and_user_data_alone() -> None:
 def test_rollout_leaves_other_kinds_alone(labels: dict[str, str]) -> None:
     hr = make_hr(replace(DEFN, chart_ref={"kind": "OCIRepository", "name": "other", "namespace": "x"}))
     hr["metadata"]["labels"] = labels
-    assert rollout_patch(DEFN, hr) == (None, [])
+    assert rollout_patch(DEFN, hr, group=GROUP) == (None, [])
 
 
 def test_rollout_key_follows_the_rolled_out_annotations() -> None:

@@ -72,7 +72,8 @@ async def make_client(port: int, *, real_authorizer: bool = False) -> AsyncItera
         else AllowAll()
     defn = redis_definition()
     releases = ObjectClient(api, GVR(*names.HR_GVR), timeout=1.0, field_manager="helm-agl")
-    storage = ApplicationStorage(defn, resource_info(defn), releases, EventRecorder(api, "helm-agl", "test"))
+    storage = ApplicationStorage(defn, resource_info(defn, names.GROUP), releases,
+                                 EventRecorder(api, "helm-agl", "test"))
     storage.start()
     server = ApiServer(authenticator=lambda request: User("alice", ("system:authenticated",)), authorizer=authorizer)
     server.register(storage)

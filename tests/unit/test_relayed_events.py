@@ -25,6 +25,7 @@ from shared.api.relayed import (
 from shared.client.fence import FENCE_LABEL
 from tests.recorded import load_recorded
 from tests.unit.helm_samples import DEFN, make_app
+from tests.unit.helm_samples import GROUP as HELM_GROUP
 from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl import relay as tofu_relay
 from tofu_agl.build import build as build_terraform
@@ -162,26 +163,34 @@ def test_long_messages_are_cut_and_unknown_types_are_normal() -> None:
 
 
 # ------------------------------------------------------------------------------------------ helm: which Application
-def release(name: str = "db1") -> dict[str, Any]:
-    hr = build_release(DEFN, make_app(name, spec={"version": "v16"}), group="apps.cozystack.io")
+def release(name: str = "db1", group: str = HELM_GROUP) -> dict[str, Any]:
+    hr = build_release(DEFN, make_app(name, spec={"version": "v16"}), group=group)
     hr["metadata"]["uid"] = RELEASE_UID
     return hr
 
 
 def test_a_helmrelease_of_a_served_kind_is_its_application() -> None:
-    assert helm_relay.application_of(release(), [DEFN]) == {
+    assert helm_relay.application_of(release(), [DEFN], HELM_GROUP) == {
         "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Postgres", "name": "db1", "namespace": "tenant-root",
         "uid": RELEASE_UID}
 
 
 def test_helmreleases_that_are_no_application_are_ignored() -> None:
-    assert helm_relay.application_of(release(), []) is None  # the kind is not served (any more)
+    assert helm_relay.application_of(release(), [], HELM_GROUP) is None  # the kind is not served (any more)
     fence = release()
     fence["metadata"]["labels"][FENCE_LABEL] = "true"
-    assert helm_relay.application_of(fence, [DEFN]) is None
+    assert helm_relay.application_of(fence, [DEFN], HELM_GROUP) is None
     stranger = release()
     stranger["metadata"]["labels"] = {}
-    assert helm_relay.application_of(stranger, [DEFN]) is None
+    assert helm_relay.application_of(stranger, [DEFN], HELM_GROUP) is None
+
+
+def test_a_helmrelease_names_its_application_in_the_served_group() -> None:
+    served = "apps.example.org"
+    assert helm_relay.application_of(release(group=served), [DEFN], served) == {
+        "apiVersion": f"{served}/v1alpha1", "kind": "Postgres", "name": "db1", "namespace": "tenant-root",
+        "uid": RELEASE_UID}
+    assert helm_relay.application_of(release(), [DEFN], served) is None  # another group's HelmRelease
 
 
 # ------------------------------------------------------------------------------------------ tofu: redaction

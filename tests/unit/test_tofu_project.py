@@ -535,7 +535,7 @@ def test_real_definition_model_round_trip() -> None:
     back = to_application(d, tf, group=GROUP)
     assert back is not None
     assert back["spec"]["subnets"] == [{"cidrBlock": "a", "availabilityZone": "eu-west-1a"}]
-    assert rollout_patch(d, tf) == (None, [])
+    assert rollout_patch(d, tf, group=GROUP) == (None, [])
 
 
 @pytest.mark.parametrize("phase", PHASES)
