@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.api import errors
+from shared.api.attributes import ResourceAttributes
 from shared.api.rest import RequestContext, ResourceInfo
-from shared.security.authz import ResourceAttributes
 from shared.service.kindroles import APPROVE_VERB
 
 from .definition import TofuDefinitionView

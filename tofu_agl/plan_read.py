@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from shared.api.attributes import ResourceAttributes
 from shared.api.errors import ApiError
 from shared.api.rest import RequestContext
 from shared.bodies import JSON
 from shared.client.kube import ObjectClient
-from shared.security.authz import ResourceAttributes
 
 from .plan import PlanLocation, chunk_name
 from .project import pending_plan

@@ -6,9 +6,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shared.api.attributes import ResourceAttributes
 from shared.api.rest import RequestContext, ResourceInfo, User, WriteOptions
 from shared.schema.defaults import with_spec_defaults, without_added_defaults
-from shared.security.authz import ResourceAttributes
 
 JSON = dict[str, Any]
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from shared.api import errors
+from shared.api.attributes import ResourceAttributes
 from shared.bodies import JSON
-
-if TYPE_CHECKING:
-    from shared.security.authz import ResourceAttributes
 
 
 @dataclass(frozen=True)

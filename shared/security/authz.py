@@ -21,42 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, cast
 
+from shared.api.attributes import Attributes, NonResourceAttributes, ResourceAttributes
 from shared.api.rest import User
 from shared.security.reviews import REVIEW_TIMEOUT, ReviewCache
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ResourceAttributes:
-    """What is being done to which resource (``resourceAttributes`` of a SubjectAccessReview)."""
-
-    verb: str
-    group: str
-    version: str
-    resource: str
-    namespace: str | None = None
-    name: str | None = None
-    subresource: str = ""
-
-
-@dataclass(frozen=True)
-class NonResourceAttributes:
-    """A request for a URL that names no resource (``nonResourceAttributes``): ``/metrics``, ``/openapi/v2``.
-
-    kube-apiserver authorizes its own non-resource paths this way, with the HTTP method as the
-    verb (``get`` for GET and HEAD); RBAC grants them through ``nonResourceURLs``.
-    """
-
-    path: str
-    verb: str = "get"
-
-
-#: What a SubjectAccessReview can ask about.
-Attributes = ResourceAttributes | NonResourceAttributes
 
 #: Answers one review: True if allowed.  Raising means "could not decide".
 ReviewFunction = Callable[[User, Attributes], Awaitable[bool]]

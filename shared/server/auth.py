@@ -15,8 +15,8 @@ from typing import Protocol
 from aiohttp import web
 
 from shared.api import errors
+from shared.api.attributes import Attributes, NonResourceAttributes
 from shared.api.rest import User
-from shared.security.authz import Attributes, NonResourceAttributes
 from shared.server.metrics import Metrics
 
 log = logging.getLogger(__name__)

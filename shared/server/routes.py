@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from shared.api import errors
+from shared.api.attributes import NonResourceAttributes, ResourceAttributes
 from shared.api.rest import RequestContext, Storage, SubresourceReader, User
 from shared.bodies import JSON
-from shared.security.authz import NonResourceAttributes, ResourceAttributes
 from shared.server import reads, watch, writes
 from shared.server.auth import Gate
 from shared.server.body import MAX_BODY_BYTES, Body

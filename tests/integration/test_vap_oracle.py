@@ -20,8 +20,8 @@ import pytest
 
 from shared.admission.policies import CompiledPolicy, admit, compile_policy
 from shared.admission.request import AdmissionRequest
+from shared.api.attributes import ResourceAttributes
 from shared.api.rest import User
-from shared.security.authz import ResourceAttributes
 from tests.kube import Api, wait_for
 
 pytestmark = pytest.mark.integration

@@ -10,9 +10,9 @@ from typing import Any
 from shared.admission.matching import matches, rule_matches
 from shared.admission.policies import AUDIT_KEY, Verdict, admit, compile_policy, may_apply
 from shared.admission.request import AdmissionRequest
+from shared.api.attributes import ResourceAttributes
 from shared.api.errors import ApiError
 from shared.api.rest import User
-from shared.security.authz import ResourceAttributes
 
 RULE = {"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
         "resources": ["mariadbs"]}

@@ -17,9 +17,9 @@ from shared.admission import AdmissionRequest
 from shared.admission import request as hooks_request
 from shared.admission import webhooks as hooks
 from shared.admission.webhooks import CallFailed, Webhook
+from shared.api.attributes import ResourceAttributes
 from shared.api.errors import ApiError
 from shared.api.rest import User
-from shared.security.authz import ResourceAttributes
 
 JSON = dict[str, Any]
 RULES = [{"apiGroups": ["apps.cozystack.io"], "apiVersions": ["*"], "operations": ["*"], "resources": ["things"]}]

@@ -9,8 +9,9 @@ import logging
 import pytest
 
 from shared.api import errors
+from shared.api.attributes import Attributes, NonResourceAttributes, ResourceAttributes
 from shared.api.rest import User
-from shared.security.authz import Attributes, Authorizer, NonResourceAttributes, ResourceAttributes, review_body
+from shared.security.authz import Authorizer, review_body
 from shared.service import runtime
 
 ALICE = User("alice", ("devs",), {"scopes": ("a",)})

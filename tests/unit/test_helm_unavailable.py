@@ -23,11 +23,11 @@ from helm_agl import names
 from helm_agl.definition import ApplicationDefinition
 from helm_agl.registry import resource_info
 from helm_agl.storage import ApplicationStorage
+from shared.api.attributes import ResourceAttributes
 from shared.api.rest import User
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.security import authz
-from shared.security.authz import ResourceAttributes
 from shared.server.apiserver import ApiServer
 from tests.kube import FIXTURES
 

@@ -18,9 +18,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from shared.api import errors, selectors
+from shared.api.attributes import Attributes, NonResourceAttributes, ResourceAttributes
 from shared.api.rest import Column, ListOptions, RequestContext, ResourceInfo, User, WriteOptions
 from shared.bodies import JSON
-from shared.security.authz import Attributes, NonResourceAttributes, ResourceAttributes
 from shared.server import middleware
 from shared.server.apiserver import ApiServer
 
