@@ -276,12 +276,7 @@ class List(Operation):
     name: str = ""
 
     def run(self, side: Side) -> Outcome:
-        params: JSON = {}
-        if self.label_selector:
-            params["label_selector"] = self.label_selector
-        if self.field_selector:
-            params["field_selector"] = self.field_selector.format(ns=side.namespace)
-        return side.send("get", side.path(), **params)
+        return side.send("get", side.path(), **_selectors(self.label_selector, self.field_selector, side))
 
 
 @dataclass(frozen=True)
@@ -294,15 +289,22 @@ class DeleteCollection(Operation):
     name: str = ""
 
     def run(self, side: Side) -> Outcome:
-        params: JSON = {}
-        if self.label_selector:
-            params["label_selector"] = self.label_selector
-        if self.field_selector:
-            params["field_selector"] = self.field_selector.format(ns=side.namespace)
         options: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if self.dry_run:
             options["dryRun"] = [DRY_RUN]
-        return side.send("delete", side.path(), options, **params)
+        return side.send("delete", side.path(), options,
+                         **_selectors(self.label_selector, self.field_selector, side))
+
+
+def _selectors(label_selector: str, field_selector: str, side: Side) -> JSON:
+    """The client's selector arguments of a collection request; a field selector's ``{ns}`` is the side's
+    namespace, so one operation selects the same objects on both sides."""
+    params: JSON = {}
+    if label_selector:
+        params["label_selector"] = label_selector
+    if field_selector:
+        params["field_selector"] = field_selector.format(ns=side.namespace)
+    return params
 
 
 @dataclass(frozen=True)

@@ -2,39 +2,19 @@
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
-import yaml
 
 from helm_agl.definition import ApplicationDefinition, acceptance
-
-FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
-
-
-def load(name: str) -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())
-    return obj
+from tests.unit.definition_samples import load, varied
 
 
 def make(
     obj: dict[str, Any], *, name: str | None = None, created: str | None = None, **changes: Any
 ) -> ApplicationDefinition:
-    obj = copy.deepcopy(obj)
-    if name:
-        obj["metadata"]["name"] = name
-    if created:
-        obj["metadata"]["creationTimestamp"] = created
-    for path, value in changes.items():
-        node = obj
-        *parents, leaf = path.split("__")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return ApplicationDefinition.from_object(obj)
+    return ApplicationDefinition.from_object(varied(obj, name=name, created=created, **changes))
 
 
 def test_postgres_fixture_properties() -> None:

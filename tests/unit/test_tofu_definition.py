@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import json
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import yaml
 
+from tests.unit.definition_samples import load, varied
 from tofu_agl.definition import (
     TofuApplicationDefinition,
     acceptance,
@@ -19,29 +17,11 @@ from tofu_agl.definition import (
 from tofu_agl.reconciler import DefinitionReconciler
 from tofu_agl.registry import KindRegistry
 
-FIXTURES = Path(__file__).resolve().parents[2] / "deploy" / "samples" / "definitions"
-
-
-def load(name: str) -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((FIXTURES / f"{name}.yaml").read_text())
-    return obj
-
 
 def make(
     obj: dict[str, Any], *, name: str | None = None, created: str | None = None, **changes: Any
 ) -> TofuApplicationDefinition:
-    obj = copy.deepcopy(obj)
-    if name:
-        obj["metadata"]["name"] = name
-    if created:
-        obj["metadata"]["creationTimestamp"] = created
-    for path, value in changes.items():
-        node = obj
-        *parents, leaf = path.split("__")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return TofuApplicationDefinition.from_object(obj)
+    return TofuApplicationDefinition.from_object(varied(obj, name=name, created=created, **changes))
 
 
 def with_schema(schema: dict[str, Any], naming: str = "snake_case") -> TofuApplicationDefinition:
