@@ -29,6 +29,7 @@ from typing import Any
 from shared.api import ownership
 from shared.api.durations import go_duration
 from shared.api.fieldmanager import to_annotation
+from shared.api.rollout import definition_labels
 from shared.bodies import JSON
 from shared.client.fence import FENCE_LABEL
 from shared.schema.defaults import without_nulls
@@ -39,7 +40,9 @@ from .names import (
     GROUP_LABEL,
     HR_API_VERSION,
     HR_KIND,
+    IDENTITY_LABELS,
     KIND_LABEL,
+    LABEL_PREFIX,
     MANAGED_FIELDS_ANNOTATION,
     NAME_LABEL,
     SHARDING_LABEL,
@@ -68,7 +71,7 @@ def build(
     """
     meta = app.get("metadata") or {}
     name = str(meta.get("name") or "")
-    labels: dict[str, str] = dict(defn.release_labels)
+    labels = definition_labels(defn.release_labels, reserved=IDENTITY_LABELS, user_prefix=LABEL_PREFIX)
     labels.update(_prefixed(meta.get("labels")))
     labels[KIND_LABEL] = defn.kind
     labels[GROUP_LABEL] = group

@@ -24,6 +24,8 @@ LABEL_PREFIX = "apps.cozystack.io-"
 KIND_LABEL = "apps.cozystack.io/application.kind"
 GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
+#: The labels that say whose Application a HelmRelease is: only the service writes them, never a definition.
+IDENTITY_LABELS = (KIND_LABEL, GROUP_LABEL, NAME_LABEL)
 #: helm-controller's own finalizer on a HelmRelease: the controller's, so never shown on the Application
 #: (:mod:`shared.api.ownership`).
 CONTROLLER_FINALIZERS = ("finalizers.fluxcd.io",)

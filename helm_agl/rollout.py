@@ -17,7 +17,7 @@ from shared.bodies import JSON
 
 from .build import chart_ref, timeouts, values_from
 from .definition import ApplicationDefinition, HelmDefinitionView
-from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, is_application
+from .names import IDENTITY_LABELS, LABEL_PREFIX, is_application
 
 #: chartRef fields that name the chart; a differing ``apiVersion`` alone is not a new chart.
 CHART_IDENTITY = ("kind", "name", "namespace")
@@ -42,7 +42,7 @@ def rollout_patch(defn: HelmDefinitionView, backing: Mapping[str, Any], *,
         return None, []
     meta = backing.get("metadata") or {}
     label_patch = release_label_patch(defn.release_labels, meta.get("labels") or {},
-                                      reserved=(KIND_LABEL, GROUP_LABEL, NAME_LABEL), user_prefix=LABEL_PREFIX)
+                                      reserved=IDENTITY_LABELS, user_prefix=LABEL_PREFIX)
     return guarded_patch(meta, _spec_patch(defn, backing.get("spec") or {}), label_patch), []
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from shared.api import ownership
 from shared.api.fieldmanager import to_annotation
+from shared.api.rollout import definition_labels
 from shared.bodies import JSON, clone
 from shared.client.fence import FENCE_LABEL
 from shared.schema.defaults import apply_defaults
@@ -50,6 +51,7 @@ from .definition import (
 from .names import (
     CONTROLLER_FINALIZERS,
     GROUP_LABEL,
+    IDENTITY_LABELS,
     KIND_LABEL,
     LABEL_PREFIX,
     MANAGED_FIELDS_ANNOTATION,
@@ -88,7 +90,7 @@ def build(
     tf_vars = marshal_vars(defn.schema, defn.terraform.variable_naming, defaulted)
     user_annotations = _str_map(meta.get("annotations"))
 
-    labels: dict[str, str] = dict(defn.release_labels)
+    labels = definition_labels(defn.release_labels, reserved=IDENTITY_LABELS, user_prefix=LABEL_PREFIX)
     labels.update(_prefixed(meta.get("labels")))
     labels.update({KIND_LABEL: defn.kind, GROUP_LABEL: group, NAME_LABEL: name})
     tf_meta: JSON = {"name": backing_name(defn, name), "namespace": namespace, "labels": labels}

@@ -25,6 +25,8 @@ LABEL_PREFIX = "apps.cozystack.io-"
 KIND_LABEL = "apps.cozystack.io/application.kind"
 GROUP_LABEL = "apps.cozystack.io/application.group"
 NAME_LABEL = "apps.cozystack.io/application.name"
+#: The labels that say whose Application a Terraform is: only the service writes them, never a definition.
+IDENTITY_LABELS = (KIND_LABEL, GROUP_LABEL, NAME_LABEL)
 #: tofu-controller's own finalizer on a Terraform: the controller's, so never shown on the Application
 #: (:mod:`shared.api.ownership`).
 CONTROLLER_FINALIZERS = ("finalizers.tf.contrib.fluxcd.io",)

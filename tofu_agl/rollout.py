@@ -22,7 +22,7 @@ from shared.bodies import JSON
 from . import approval
 from .build import STATE_LOCATION, definition_fields
 from .definition import TofuApplicationDefinition, TofuDefinitionView
-from .names import GROUP_LABEL, KIND_LABEL, LABEL_PREFIX, NAME_LABEL, application_name, is_application
+from .names import IDENTITY_LABELS, LABEL_PREFIX, NAME_LABEL, application_name, is_application
 from .project import user_entries
 
 #: Values the Terraform CRD (v0.16.5) defaults when a field is omitted; used to compare a live
@@ -85,7 +85,7 @@ def rollout_patch(defn: TofuDefinitionView, backing: Mapping[str, Any], *,
     pinned = [f for f in PINNED_FIELDS if _effective(f, desired.get(f)) != _effective(f, live_spec.get(f))]
 
     label_patch = release_label_patch(defn.release_labels, labels,
-                                      reserved=(KIND_LABEL, GROUP_LABEL, NAME_LABEL), user_prefix=LABEL_PREFIX)
+                                      reserved=IDENTITY_LABELS, user_prefix=LABEL_PREFIX)
     return guarded_patch(meta, spec_patch, label_patch), pinned
 
 

@@ -15,18 +15,24 @@ from typing import Any
 from shared.bodies import JSON
 
 
-def release_label_patch(release_labels: Mapping[str, str], have: Mapping[str, Any], *,
-                        reserved: Collection[str], user_prefix: str) -> JSON:
-    """The definition's release labels that differ on the backing object, never the reserved ones.
+def definition_labels(release_labels: Mapping[str, str], *, reserved: Collection[str],
+                      user_prefix: str) -> dict[str, str]:
+    """The definition's release labels it may set on a backing object, on create and on rollout alike.
 
     The identity labels (``reserved``) and the users' own labels (``user_prefix``) are not the
-    definition's to set: build writes them after the release labels on create, and a rollout must
-    not overwrite them either.  Other labels on the object are left alone.
+    definition's to set: a definition naming them would rename whose object it is, or put words in a
+    user's mouth that read back as the user's own labels.
     """
-    return {
-        key: value for key, value in release_labels.items()
-        if key not in reserved and not key.startswith(user_prefix) and have.get(key) != value
-    }
+    return {key: value for key, value in release_labels.items()
+            if key not in reserved and not key.startswith(user_prefix)}
+
+
+def release_label_patch(release_labels: Mapping[str, str], have: Mapping[str, Any], *,
+                        reserved: Collection[str], user_prefix: str) -> JSON:
+    """The definition's release labels (:func:`definition_labels`) that differ on the backing object.
+    Other labels on the object are left alone."""
+    allowed = definition_labels(release_labels, reserved=reserved, user_prefix=user_prefix)
+    return {key: value for key, value in allowed.items() if have.get(key) != value}
 
 
 def guarded_patch(metadata: Mapping[str, Any], spec_patch: JSON, label_patch: JSON) -> JSON | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.api.rollout import guarded_patch, release_label_patch
+from shared.api.rollout import definition_labels, guarded_patch, release_label_patch
 
 RESERVED = ("example.com/application.name", "example.com/application.kind")
 
@@ -11,6 +11,11 @@ def test_reserved_and_user_labels_are_never_rolled_out() -> None:
     wanted = {"example.com/application.name": "someone-else", "example.com-team": "b", "tier": "gold", "same": "x"}
     have = {"example.com/application.name": "mine", "example.com-team": "a", "same": "x"}
     assert release_label_patch(wanted, have, reserved=RESERVED, user_prefix="example.com-") == {"tier": "gold"}
+
+
+def test_a_definition_sets_neither_reserved_nor_user_labels_on_create() -> None:
+    wanted = {"example.com/application.name": "someone-else", "example.com-team": "b", "tier": "gold"}
+    assert definition_labels(wanted, reserved=RESERVED, user_prefix="example.com-") == {"tier": "gold"}
 
 
 def test_guarded_patch_names_the_resource_version_and_is_none_without_changes() -> None:
