@@ -139,6 +139,9 @@ class Stack:
     backing_kind: str
     #: The backing object's annotation that keeps the Application's managedFields (each stack owns its own).
     managed_fields_annotation: str
+    #: The recorded status (tests/data/status) the stack's controller wrote once it finished a generation
+    #: successfully: each controller has its own conditions, the Application's common ones must read the same.
+    finished_status: str
 
     # ------------------------------------------------------------------ names and paths
 
@@ -182,6 +185,7 @@ STACKS = {
         backing_finalizer="finalizers.fluxcd.io", columns=("NAME", "READY", "AGE", "VERSION"),
         writes_defaults=False, rollout=_helm_rollout, written_spec=_helm_spec,
         backing_kind="HelmRelease", managed_fields_annotation="apps.cozystack.io/managed-fields",
+        finished_status="helmrelease-installed",
     ),
     "tofu": Stack(
         name="tofu", service_fixture="tofu_service", group="tofu.apps.cozystack.io", namespace="contract-tofu",
@@ -191,6 +195,7 @@ STACKS = {
         columns=("NAME", "READY", "STATUS", "PLAN", "OUTPUTS", "AGE"),
         writes_defaults=True, rollout=_tofu_rollout, written_spec=_tofu_spec,
         backing_kind="Terraform", managed_fields_annotation="tofu.apps.cozystack.io/managed-fields",
+        finished_status="terraform-applied",
     ),
 }
 

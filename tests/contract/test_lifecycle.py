@@ -6,11 +6,13 @@ import copy
 import json
 from typing import Any
 
-from tests.contract.stack import KIND, PREFIX, Contract, Stack, served
+from tests.contract.stack import KIND, PREFIX, USER_KEY_PREFIX, Contract, Stack, served
 from tests.kube import wait_for
 
 #: The label that names the Application on its backing object (the same key on both stacks).
 IDENTITY_LABEL = "apps.cozystack.io/application.name"
+KIND_LABEL = "apps.cozystack.io/application.kind"
+GROUP_LABEL = "apps.cozystack.io/application.group"
 
 # ------------------------------------------------------------------------- Events
 
@@ -64,12 +66,13 @@ def test_delete_with_a_backend_finalizer_keeps_the_application_visible(contract:
 # ------------------------------------------------------------------------- rollout
 
 
-def _rollout_definition(stack: Stack) -> dict[str, Any]:
-    """A second contract definition, so that its rollout touches no other test's objects."""
+def _rollout_definition(stack: Stack, singular: str = "contractrollout", kind: str = "ContractRollout",
+                        prefix: str = "rollout-") -> dict[str, Any]:
+    """Another contract definition, so that its rollout touches no other test's objects."""
     defn = copy.deepcopy(stack.definition)
-    defn["metadata"]["name"] = "contractrollout"
-    defn["spec"]["application"].update(kind="ContractRollout", plural="contractrollouts", singular="contractrollout")
-    defn["spec"]["release"]["prefix"] = "rollout-"
+    defn["metadata"]["name"] = singular
+    defn["spec"]["application"].update(kind=kind, plural=f"{singular}s", singular=singular)
+    defn["spec"]["release"]["prefix"] = prefix
     return defn
 
 
@@ -112,3 +115,46 @@ def test_definition_change_rolls_out_to_existing_instances(contract: Contract, s
     for backing in backing_of.values():
         assert contract.backing_named(backing)["metadata"].get("deletionTimestamp") is None
     assert stack.resource in served(contract.cluster, stack.group)
+
+
+def _impostor_labels(version: str) -> dict[str, str]:
+    """Release labels that name every key a definition must not set, beside one it may."""
+    return {"contract.example/origin": f"definition-{version}", IDENTITY_LABEL: f"someone-else-{version}",
+            KIND_LABEL: f"Impostor{version}", GROUP_LABEL: f"impostor-{version}.example",
+            f"{USER_KEY_PREFIX}team": f"definition-{version}"}
+
+
+def test_a_definition_never_sets_identity_or_user_labels(contract: Contract, stack: Stack) -> None:
+    """On create and on rollout alike: a definition's release labels are its own keys only."""
+    defn = _rollout_definition(stack, "contractreserved", "ContractReserved", "reserved-")
+    defn["spec"]["release"]["labels"] = _impostor_labels("v1")
+    resource = f"contractreserveds.{stack.group}"
+    contract.kubectl_input("apply", "-f", "-", body=json.dumps(defn))
+    wait_for(lambda: resource in served(contract.cluster, stack.group), f"{resource} served", timeout=60)
+    users = {"labelled": {"team": "a"}, "bare": {}}
+    for name, labels in users.items():
+        manifest = stack.manifest(name, {"size": 1}, labels=labels) | {"kind": "ContractReserved"}
+        assert contract.kubectl_input("apply", "-f", "-", body=json.dumps(manifest)).returncode == 0
+
+    def check(version: str) -> None:
+        for name, labels in users.items():
+            backing = contract.backing_named(f"reserved-{name}")["metadata"]["labels"]
+            assert {k: v for k, v in backing.items() if not k.startswith("contract.example/")} == {
+                IDENTITY_LABEL: name, KIND_LABEL: "ContractReserved", GROUP_LABEL: stack.group,
+                **{f"{USER_KEY_PREFIX}{k}": v for k, v in labels.items()}}, backing
+            assert backing["contract.example/origin"] == f"definition-{version}"
+            code, app = contract.api.request("GET", f"/apis/{stack.api_version}/namespaces/{stack.namespace}/"
+                                                    f"contractreserveds/{name}")
+            assert code == 200 and (app["metadata"].get("labels") or {}) == labels, app
+
+    check("v1")
+    changed, carries_change = stack.rollout(defn)
+    changed["spec"]["release"]["labels"] = _impostor_labels("v2")
+    contract.kubectl_input("apply", "-f", "-", body=json.dumps(changed))
+    for name in users:
+        wait_for(lambda b=f"reserved-{name}": carries_change(contract.backing_named(b)), f"rollout to {name}")
+    wait_for(lambda: all(contract.backing_named(f"reserved-{n}")["metadata"]["labels"]["contract.example/origin"]
+                         == "definition-v2" for n in users), "the release label rolled out")
+    check("v2")
+    contract.kubectl("delete", stack.definition_resource, "contractreserved")
+    wait_for(lambda: resource not in served(contract.cluster, stack.group), f"{resource} no longer served")
