@@ -23,6 +23,8 @@ import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
+from shared.api.rollout import Settled
+from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
@@ -254,8 +256,12 @@ class DefinitionReconciler:
     async def rollout(self, defn: ApplicationDefinition) -> Rollout:
         """One round: patch every HelmRelease of ``defn``'s kind that is not up to date."""
         result = Rollout()
+
+        def stale(hr: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+            return hr if rollout_patch(defn, hr)[0] is not None else Settled()
+
         try:
-            listing = await self._releases.list_all(None, backing_selector(defn, GROUP))
+            listing = await self._releases.list_all(None, backing_selector(defn, GROUP), keep=stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -265,7 +271,10 @@ class DefinitionReconciler:
             async with gate:
                 result.count(*await self._patch_one(defn, hr))
 
-        await asyncio.gather(*(one(hr) for hr in listing.get("items") or []))
+        items = listing.get("items") or []
+        for _settled in (item for item in items if isinstance(item, Settled)):
+            result.count("unchanged", None)
+        await asyncio.gather(*(one(hr) for hr in items if not isinstance(hr, Settled)))
         log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
                                               "unchanged": result.unchanged, "failed": result.failed})
         return result

@@ -98,9 +98,17 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data, headers={"Content-Type": content_type,
-                                                            "Accept": "application/json"})
-        resp = self.conn.getresponse()
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            # kube-apiserver closed the kept-alive connection while it was idle (a long bulk step on other
+            # connections): the request never reached it, so it is sent again on a new connection.
+            self.conn.close()
+            self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=120)
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
         raw = resp.read()
         if resp.status >= 300:
             raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")

@@ -27,6 +27,8 @@ import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
+from shared.api.rollout import Settled
+from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
@@ -267,8 +269,15 @@ class DefinitionReconciler:
         """One round: patch every Terraform of ``defn``'s kind that is not up to date, and record which
         kept their state location."""
         result = Rollout()
+
+        def stale(tf: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+            patch, pinned = rollout_patch(defn, tf)
+            if patch is not None:
+                return tf
+            return Settled(not_rolled_out(defn, tf, pinned) if pinned else None)
+
         try:
-            listing = await self._terraforms.list_all(None, backing_selector(defn, self.group))
+            listing = await self._terraforms.list_all(None, backing_selector(defn, self.group), keep=stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -281,7 +290,12 @@ class DefinitionReconciler:
             if pinned:
                 result.pinned.append(not_rolled_out(defn, tf, pinned))
 
-        await asyncio.gather(*(one(tf) for tf in listing.get("items") or []))
+        items = listing.get("items") or []
+        for settled in (item for item in items if isinstance(item, Settled)):
+            result.count("unchanged", None)
+            if settled.note is not None:
+                result.pinned.append(settled.note)
+        await asyncio.gather(*(one(tf) for tf in items if not isinstance(tf, Settled)))
         result.pinned.sort(key=lambda e: (e["namespace"], e["name"]))
         await self._write_not_rolled_out(defn, result.pinned)
         log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
