@@ -18,6 +18,7 @@ Progress is in the definition's ``status.rollout`` and in its Events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ ROLLOUT_ATTEMPTS = 5
 #: failing together do not retry in step.
 ROLLOUT_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=30, jitter=1)
 
+#: Seconds a rollout round waits for the kind's cache to sync first (it then goes ahead anyway).
+CACHE_SYNC_WAIT = 60.0
 Outcome = Literal["patched", "unchanged", "failed"]
 
 
@@ -202,6 +205,13 @@ class DefinitionReconciler:
     async def _roll_out_until_done(self, defn: TofuApplicationDefinition) -> None:
         """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""
         attempts = 0
+        served = self.registry.served.get(defn.name)
+        if served is not None:
+            # At a start, the kind's cache lists every backing object, and so does a rollout round: one
+            # after the other, the kind is served sooner and the peak of decoded objects stays one list's.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CACHE_SYNC_WAIT):
+                    await served.storage.wait_synced()
 
         async def attempt() -> Rollout:
             nonlocal attempts
