@@ -14,6 +14,7 @@ Progress is in the definition's ``status.rollout`` and in its Events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
+from shared.api.rollout import Settled
+from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
@@ -45,6 +48,8 @@ ROLLOUT_ATTEMPTS = 5
 #: failing together do not retry in step.
 ROLLOUT_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=30, jitter=1)
 
+#: Seconds a rollout round waits for the kind's cache to sync first (it then goes ahead anyway).
+CACHE_SYNC_WAIT = 60.0
 Outcome = Literal["patched", "unchanged", "failed"]
 
 
@@ -192,6 +197,13 @@ class DefinitionReconciler:
     async def _roll_out_until_done(self, defn: ApplicationDefinition) -> None:
         """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""
         attempts = 0
+        served = self.registry.served.get(defn.name)
+        if served is not None:
+            # At a start, the kind's cache lists every backing object, and so does a rollout round: one
+            # after the other, the kind is served sooner and the peak of decoded objects stays one list's.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CACHE_SYNC_WAIT):
+                    await served.storage.wait_synced()
 
         async def attempt() -> Rollout:
             nonlocal attempts
@@ -258,8 +270,12 @@ class DefinitionReconciler:
     async def rollout(self, defn: ApplicationDefinition) -> Rollout:
         """One round: patch every HelmRelease of ``defn``'s kind that is not up to date."""
         result = Rollout()
+
+        def stale(hr: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+            return hr if rollout_patch(defn, hr, group=self.group)[0] is not None else Settled()
+
         try:
-            listing = await self._releases.list_all(None, backing_selector(defn, self.group))
+            listing = await self._releases.list_all(None, backing_selector(defn, self.group), keep=stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -269,7 +285,10 @@ class DefinitionReconciler:
             async with gate:
                 result.count(*await self._patch_one(defn, hr))
 
-        await asyncio.gather(*(one(hr) for hr in listing.get("items") or []))
+        items = listing.get("items") or []
+        for _settled in (item for item in items if isinstance(item, Settled)):
+            result.count("unchanged", None)
+        await asyncio.gather(*(one(hr) for hr in items if not isinstance(hr, Settled)))
         log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
                                               "unchanged": result.unchanged, "failed": result.failed})
         return result

@@ -22,6 +22,7 @@ measurements, never assertions.  ``--out DIR`` writes ``benchmarks.json``, ``ben
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import os
@@ -97,9 +98,17 @@ class Client:
 
     def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data, headers={"Content-Type": content_type,
-                                                            "Accept": "application/json"})
-        resp = self.conn.getresponse()
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            # kube-apiserver closed the kept-alive connection while it was idle (a long bulk step on other
+            # connections): the request never reached it, so it is sent again on a new connection.
+            self.conn.close()
+            self.conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=120)
+            self.conn.request(method, path, body=data, headers=headers)
+            resp = self.conn.getresponse()
         raw = resp.read()
         if resp.status >= 300:
             raise RuntimeError(f"{method} {path}: {resp.status} {raw[:300]!r}")
@@ -293,6 +302,9 @@ class Bench:
                                              "from memory (its discovery document) through kube-apiserver, vs one "
                                              "kube-apiserver answers itself; mean of 200 per round")
         relay_get = self.figure("relay_get", f"the direct get through {RELAY}, vs directly; mean of 200 per round")
+        cached_get = self.figure("b1_get_rv0", "one get with resourceVersion=0 (the service answers from its cache, as "
+                                               "kube-apiserver from its watch cache) vs a direct consistent get; "
+                                               "mean of 200 per round")
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
         for _ in range(self.rounds):
             hop.rounds.append((timed(lambda: self.client.call("GET", s.apps), 200),
@@ -303,6 +315,8 @@ class Bench:
             relayed = timed(lambda: self.client.call("GET", self.relay_path("bench", s.prefix + first)), 200)
             get.rounds.append((aggregated, direct))
             relay_get.rounds.append((relayed, direct))
+            cached_get.rounds.append((timed(lambda: self.client.call(
+                "GET", self.app_path("bench", first) + "?resourceVersion=0"), 200), direct))
             list_.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench")), 3),
                                  timed(lambda: self.client.call("GET", self.backing_path("bench") + selector), 3)))
             cached.rounds.append((
@@ -685,10 +699,10 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         bench = Bench(cluster, stack, service.pid, args.rounds, args.count, port=service.port)
         print(f"{name}: pid {service.pid}, baseline RSS {baseline:.1f} MiB", flush=True)
         if args.memory:
-            return bench.memory(baseline, args.scale)
+            return bench.memory(baseline, args.points)
         profile = args.profile / f"{name}-b1.svg" if args.profile else None
         bench.seed()
-        for total in (t for t in args.scale if t < bench.count):
+        for total in (t for t in args.points if t < bench.count):
             bench.grow(total)
             bench.scale_point(total)
         bench.clear_scale()  # the seed too: from here on, every Application is B1's or a scale point's
@@ -699,7 +713,7 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
         bench.b4(args.watch_samples)
         with profiled(service.pid, args.profile / f"{name}-b2.svg" if args.profile else None):
             bench.b2()
-        for total in (t for t in args.scale if t > bench.b1_count):
+        for total in (t for t in args.points if t > bench.b1_count):
             bench.grow(total)
             bench.scale_point(total)
         figures = {key: fig.summary() for key, fig in bench.figures.items()}
@@ -726,6 +740,30 @@ def fresh_cluster() -> Cluster:
     return cluster
 
 
+def on_fresh_cluster(measure: Callable[[Cluster], dict[str, Any]]) -> dict[str, Any]:
+    """``measure`` on a new cluster, destroyed afterwards with every service stopped.
+
+    A cluster of its own per measurement: a service must not run on a kube-apiserver and etcd that still hold
+    another one's 10 000 backing objects and their Events (in tofu_agl's part of a shared cluster, the hops
+    alone took 1.5-1.9 ms, against 0.9-1.0 ms on a fresh one)."""
+    cluster = fresh_cluster()
+    try:
+        return measure(cluster)
+    finally:
+        for stack in STACKS.values():
+            services.stop(cluster, stack.service)
+        cluster.destroy()
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} " \
+           f"{platform.python_version()}, load average at the end {os.getloadavg()[0]:.2f}"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
     parser.add_argument("--stacks", nargs="+", default=list(STACKS), choices=list(STACKS))
@@ -737,10 +775,17 @@ def main(argv: list[str] | None = None) -> int:
                              "(default %(default)s)")
     parser.add_argument("--count", type=int, default=B1_COUNT,
                         help="Applications of B1 and B2 (default %(default)s; smaller for a quick run)")
-    parser.add_argument("--scale", type=int, nargs="+", default=list(SCALE_POINTS),
+    parser.add_argument("--points", type=int, nargs="+", default=list(SCALE_POINTS),
                         help="Applications at each point of the scale curve (default %(default)s)")
+    parser.add_argument("--parts", nargs="+", choices=("spec", "scale"), default=["spec", "scale"],
+                        help="spec: SPEC §8's ratios (about 6 min); scale: 50 000 Applications, start-up and "
+                             "throughput (tests.bench_scale, about 20 min). With --out, a part not run keeps its "
+                             "figures from the last run that had it (default: both)")
+    parser.add_argument("--scale-points", type=int, nargs="+", default=[10_000, 50_000],
+                        help="Applications at each point of the scale part, the last one also spread over 100 "
+                             "namespaces (default %(default)s; smaller for a quick run)")
     parser.add_argument("--memory", action="store_true",
-                        help="only memory: RSS at each --scale point, and what one cached object costs "
+                        help="only memory: RSS at each --points point, and what one cached object costs "
                              "(tracemalloc on the backing objects read from kube-apiserver)")
     parser.add_argument("--out", type=Path, help="write benchmarks.json/.md and the scale PNG here (e.g. docs)")
     parser.add_argument("--profile", type=Path, help="write py-spy flame graphs of B1 here")
@@ -752,24 +797,33 @@ def main(argv: list[str] | None = None) -> int:
     freeze_startup_objects()
     started = time.monotonic()
     results: dict[str, Any] = {}
-    for name in args.stacks:
-        # A cluster of its own per service: the second must not run on a kube-apiserver and etcd that still hold
-        # the first one's 10 000 backing objects and their Events (in tofu_agl's part of a shared cluster, the hops
-        # alone took 1.5-1.9 ms, against 0.9-1.0 ms on a fresh one).
-        cluster = fresh_cluster()
-        try:
-            results[name] = hops(cluster, name, args) if args.hops else run_stack(cluster, name, args)
-        finally:
-            for stack in STACKS.values():
-                services.stop(cluster, stack.service)
-            cluster.destroy()
     if args.hops or args.memory:
+        for name in args.stacks:
+            results[name] = on_fresh_cluster(functools.partial(hops if args.hops else run_stack, name=name, args=args))
         print(json.dumps(results, indent=1))
         return 0
-    results["machine"] = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.python_implementation()} " \
-                         f"{platform.python_version()}, load average at the end {os.getloadavg()[0]:.2f}"
-    results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    results["duration_s"] = round(time.monotonic() - started)
+    if "spec" in args.parts:
+        for name in args.stacks:
+            results[name] = on_fresh_cluster(functools.partial(run_stack, name=name, args=args))
+        results["machine"], results["date"] = machine(), now()
+        results["duration_s"] = round(time.monotonic() - started)
+    if "scale" in args.parts:
+        from tests import bench_scale
+
+        scale_started = time.monotonic()
+        extra = tuple(args.service_args)
+        rounds = min(args.rounds, bench_scale.THROUGHPUT_ROUNDS)
+        for name in args.stacks:
+            points = tuple(args.scale_points)
+            one = functools.partial(bench_scale.one_namespace, name=name, stack=STACKS[name], rounds=rounds,
+                                    extra_args=extra, points=points)
+            spread = functools.partial(bench_scale.spread, name=name, stack=STACKS[name], extra_args=extra,
+                                       total=points[-1])
+            at_scale = on_fresh_cluster(one)
+            at_scale["spread"] = on_fresh_cluster(spread)
+            results.setdefault(name, {})["at_scale"] = at_scale
+        results["at_scale_run"] = {"machine": machine(), "date": now(),
+                                   "duration_s": round(time.monotonic() - scale_started)}
     if args.out:
         from tests.bench_report import write_report
 

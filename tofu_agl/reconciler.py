@@ -18,6 +18,7 @@ Progress is in the definition's ``status.rollout`` and in its Events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
 
 from shared.api.errors import ApiError
+from shared.api.rollout import Settled
+from shared.bodies import JSON
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
@@ -49,6 +52,8 @@ ROLLOUT_ATTEMPTS = 5
 #: failing together do not retry in step.
 ROLLOUT_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=30, jitter=1)
 
+#: Seconds a rollout round waits for the kind's cache to sync first (it then goes ahead anyway).
+CACHE_SYNC_WAIT = 60.0
 Outcome = Literal["patched", "unchanged", "failed"]
 
 
@@ -200,6 +205,13 @@ class DefinitionReconciler:
     async def _roll_out_until_done(self, defn: TofuApplicationDefinition) -> None:
         """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""
         attempts = 0
+        served = self.registry.served.get(defn.name)
+        if served is not None:
+            # At a start, the kind's cache lists every backing object, and so does a rollout round: one
+            # after the other, the kind is served sooner and the peak of decoded objects stays one list's.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CACHE_SYNC_WAIT):
+                    await served.storage.wait_synced()
 
         async def attempt() -> Rollout:
             nonlocal attempts
@@ -267,8 +279,15 @@ class DefinitionReconciler:
         """One round: patch every Terraform of ``defn``'s kind that is not up to date, and record which
         kept their state location."""
         result = Rollout()
+
+        def stale(tf: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+            patch, pinned = rollout_patch(defn, tf, group=self.group)
+            if patch is not None:
+                return tf
+            return Settled(not_rolled_out(defn, tf, pinned) if pinned else None)
+
         try:
-            listing = await self._terraforms.list_all(None, backing_selector(defn, self.group))
+            listing = await self._terraforms.list_all(None, backing_selector(defn, self.group), keep=stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -281,7 +300,12 @@ class DefinitionReconciler:
             if pinned:
                 result.pinned.append(not_rolled_out(defn, tf, pinned))
 
-        await asyncio.gather(*(one(tf) for tf in listing.get("items") or []))
+        items = listing.get("items") or []
+        for settled in (item for item in items if isinstance(item, Settled)):
+            result.count("unchanged", None)
+            if settled.note is not None:
+                result.pinned.append(settled.note)
+        await asyncio.gather(*(one(tf) for tf in items if not isinstance(tf, Settled)))
         result.pinned.sort(key=lambda e: (e["namespace"], e["name"]))
         await self._write_not_rolled_out(defn, result.pinned)
         log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,

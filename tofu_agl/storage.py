@@ -104,6 +104,10 @@ class ApplicationStorage:
     async def stop(self) -> None:
         await self._informer.stop()
 
+    async def wait_synced(self) -> None:
+        """Until the kind's cache has listed its backing objects once."""
+        await self._informer.wait_synced()
+
     def hand_over(self) -> Informer:
         """Stop serving and give the cache, still running, to the storage that replaces this one.
 

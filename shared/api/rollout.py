@@ -10,9 +10,20 @@ the identity labels on rollout, the other did not), so the rule is written here,
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shared.bodies import JSON
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a rollout keeps of an instance it found up to date as the page listing it arrived, instead of
+    the object: a round over 50 000 instances then holds only those it must patch, not all of them
+    decoded at once (``ObjectClient.list_all``'s ``keep``). ``note``: what the round still reports of
+    it (tofu_agl: a state location that was not rolled out)."""
+
+    note: JSON | None = None
 
 
 def definition_labels(release_labels: Mapping[str, str], *, reserved: Collection[str],

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from kubernetes_asyncio import client as kclient
 from localcluster.cluster import free_port
@@ -19,7 +20,7 @@ from localcluster.cluster import free_port
 from shared.api.errors import ApiError
 from shared.client import latency
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer, Tuning
+from shared.client.informer import Informer, Tuning, without_managed_fields
 from shared.client.kube import GVR, ObjectClient, api_client
 
 pytestmark = pytest.mark.integration
@@ -171,6 +172,46 @@ async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: s
     finally:
         await informer.stop()
         await _cleanup(oc, name)
+
+
+async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_object(
+        api: kclient.ApiClient, run: str) -> None:
+    """``keep`` sees every item once, as its page arrives (7 objects, pages of 3: three pages), and an
+    informer that caches through it holds all of them, transformed."""
+    oc = ObjectClient(api, TERRAFORMS)
+    names = [f"kube-shared-page-{run}-{i}" for i in range(7)]
+    selector = f"{SUITE_LABEL}=kube-shared-{run}"
+    for name in names:
+        await oc.create(NS, _terraform(name, run))
+    try:
+        pages: list[int] = []
+
+        def keep(item: dict[str, Any], page: dict[str, Any]) -> str:
+            if not pages or pages[-1] != id(page):
+                pages.append(id(page))
+            assert page["kind"] == "TerraformList"
+            return str(item["metadata"]["name"])
+
+        listing = await oc.list_all(NS, selector, page_size=3, keep=keep)
+        assert sorted(listing["items"]) == sorted(names)
+        assert len(pages) == 3
+        informer = Informer(oc, label_selector=selector, transform=without_managed_fields,
+                            tuning=Tuning(page_size=3, watch_timeout=30))
+        informer.start()
+        try:
+            async with asyncio.timeout(10):
+                await informer.wait_synced()
+            answer = await informer.entries("0")
+            assert answer is not None
+            cached = {entry.key[1]: orjson.loads(entry.packed) for entry in answer[0]}
+            assert sorted(cached) == sorted(names)
+            assert all("managedFields" not in obj["metadata"] and obj["kind"] == "Terraform"
+                       for obj in cached.values())
+        finally:
+            await informer.stop()
+    finally:
+        for name in names:
+            await _cleanup(oc, name)
 
 
 async def test_event_recorder_writes_and_aggregates(api: kclient.ApiClient, run: str) -> None:

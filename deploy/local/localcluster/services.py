@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +98,21 @@ def stop(cluster: Cluster, service: Service) -> None:
         return
     processes.terminate(json.loads(record.read_text())["pid"], grace=10)
     record.unlink(missing_ok=True)
+
+
+def restart(cluster: Cluster, service: Service, *, python: str = sys.executable,
+            extra_args: tuple[str, ...] = ()) -> tuple[Running, float]:
+    """Stop the running ``service`` and start a new process on the same port, without waiting for it: the
+    APIService stays as registered. Returns the new process and the ``time.monotonic()`` just before it
+    started, from which a caller times the start-up (the benchmarks' ``startup_s``)."""
+    record = _record(cluster, service)
+    data = json.loads(record.read_text())
+    processes.terminate(data["pid"], grace=10)
+    log_file = Path(data["log"])
+    started = time.monotonic()
+    proc = launch(cluster, service, port=data["port"], log_file=log_file, python=python, extra_args=extra_args)
+    record.write_text(json.dumps({"pid": proc.pid, "port": data["port"], "log": str(log_file)}))
+    return Running(service, proc.pid, data["port"], log_file), started
 
 
 def available() -> list[Service]:

@@ -26,6 +26,7 @@ import logging
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from shared.api import errors
 from shared.bodies import JSON
@@ -99,12 +100,17 @@ class Informer:
         tuning: Tuning | None = None,
     ) -> None:
         tuning = tuning or Tuning()
+        #: Whether a list's items arrive as :meth:`_listed` made them, not as objects.
+        self._keeps_listed = False
         source = Source(list_fn, watch_fn, probe_fn) if list_fn is not None and watch_fn is not None else None
         if source is None:
             if client is None:
                 raise ValueError("Informer needs an ObjectClient or both list_fn and watch_fn")
+            # Each listed item is cached (transformed and packed) as its page arrives: a start with 50 000
+            # objects then holds one page of whole objects at a time, not all of them.
             source = kube_source(client, namespace, label_selector, page_size=tuning.page_size,
-                                 watch_timeout=tuning.watch_timeout)
+                                 watch_timeout=tuning.watch_timeout, keep=self._listed)
+            self._keeps_listed = list_fn is None
             source = Source(list_fn or source.list_fn, watch_fn or source.watch_fn, probe_fn or source.probe_fn)
         self.name = name or (client.gvr.plural if client else "informer")
         self._transform = transform
@@ -318,16 +324,30 @@ class Informer:
         self._fanout.broadcast(BOOKMARK, self._bookmark_object(text), list_rv)
         self._store.advance(text, list_rv)
 
-    def _entries_of(self, items: list[JSON]) -> dict[Key, Entry]:
+    def _entries_of(self, items: list[Any]) -> dict[Key, Entry]:
+        if self._keeps_listed:
+            return {key: entry for key, entry in items if entry is not None}
         fresh: dict[Key, Entry] = {}
         for item in items:
-            if key_of(item) == self._fence_key:
-                continue
-            self._fill_type(item)
-            if self._transform is not None:
-                item = self._transform(item)
-            fresh[key_of(item)] = Entry(rv_or_zero(item), pack(item))
+            key, entry = self._entry_of(item)
+            if entry is not None:
+                fresh[key] = entry
         return fresh
+
+    def _listed(self, item: JSON, page: JSON) -> tuple[Key, Entry | None]:
+        """A listed item as the cache keeps it, made as its page arrives (see ``keep`` of the source)."""
+        self._list_meta = {"kind": page.get("kind"), "apiVersion": page.get("apiVersion")}
+        return self._entry_of(item)
+
+    def _entry_of(self, item: JSON) -> tuple[Key, Entry | None]:
+        """(key, entry) of one listed item; no entry for the read fence, which is never kept."""
+        key = key_of(item)
+        if key == self._fence_key:
+            return key, None
+        self._fill_type(item)
+        if self._transform is not None:
+            item = self._transform(item)
+        return key, Entry(rv_or_zero(item), pack(item))
 
     def _restart(self, fresh: dict[Key, Entry], text: str, list_rv: int) -> None:
         """Hold ``fresh`` as listed at ``list_rv``, with no history before it."""

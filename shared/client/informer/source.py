@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from shared.bodies import JSON
 from shared.client.kube import ObjectClient
@@ -22,11 +22,12 @@ class Source(NamedTuple):
 
 
 def kube_source(client: ObjectClient, namespace: str | None, label_selector: str, *,
-                page_size: int, watch_timeout: int) -> Source:
-    """One resource of kube-apiserver (one namespace and label selector, if given)."""
+                page_size: int, watch_timeout: int, keep: Callable[[JSON, JSON], Any] | None = None) -> Source:
+    """One resource of kube-apiserver (one namespace and label selector, if given); ``keep`` turns each
+    listed item into what the list holds, page by page (see :meth:`ObjectClient.list_all`)."""
 
     async def list_all() -> JSON:
-        return await client.list_all(namespace, label_selector, page_size=page_size)
+        return await client.list_all(namespace, label_selector, page_size=page_size, keep=keep)
 
     def watch(rv: str) -> AsyncIterator[JSON]:
         return client.watch(namespace, label_selector, rv, timeout_seconds=watch_timeout, allow_bookmarks=True)

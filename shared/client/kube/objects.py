@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from kubernetes_asyncio import client as kclient
@@ -97,20 +97,25 @@ class ObjectClient:
         return await self._call("GET", self.gvr.path(namespace), query)
 
     async def list_all(
-        self, namespace: str | None = None, label_selector: str = "", page_size: int = 500
+        self, namespace: str | None = None, label_selector: str = "", page_size: int = 500,
+        keep: Callable[[JSON, JSON], Any] | None = None,
     ) -> JSON:
         """Every item, following ``continue`` tokens, as one list at one resourceVersion.
 
         Pages of one paginated list are a consistent snapshot; if the continue token expires
         (410) mid-way, the whole list starts over so the result is never a mix of two snapshots.
+        ``keep(item, page)``, when given, turns each item into what the list holds as its page
+        arrives: a caller that keeps less than whole objects (a cache) then never holds every
+        object decoded at once, only one page of them.
         """
         for _attempt in range(3):
-            items: list[JSON] = []
+            items: list[Any] = []
             token: str | None = None
             try:
                 while True:
                     page = await self.list(namespace, label_selector, limit=page_size, continue_token=token)
-                    items.extend(page.get("items") or [])
+                    got = page.get("items") or []
+                    items.extend(got if keep is None else [keep(item, page) for item in got])
                     meta = page.get("metadata") or {}
                     token = meta.get("continue") or None
                     if not token:

@@ -1,0 +1,295 @@
+"""The benchmarks at scale: 50 000 Applications per service, start-up with 10 000 and 50 000 present, and
+throughput at saturation (``python -m tests.bench --parts scale``; ``nox -s bench`` runs it after SPEC §8's
+ratios).
+
+For each service, on a new cluster of its own (one namespace):
+
+- the backing objects of 10 000, then 50 000 Applications are created directly (fast, as in the scale curve);
+  at each: the service's RSS, one get, a list of every Application through the service (answered from its
+  cache) vs the same list directly, and the **start-up**: the service is stopped and started again, and the
+  time from the new process's start until it is Ready is measured. Ready means both of what a user needs: its
+  ``/readyz`` answers 200, and a watch from ``resourceVersion=0`` on the service itself (with kube-apiserver's
+  front-proxy identity, so the aggregator's availability probe is not in the figure) delivers the last
+  Application created, i.e. the kind is served and its informer has synced;
+- **throughput**: ``CLIENTS`` processes, one keep-alive connection each, send gets (consistent, and with
+  ``resourceVersion=0``) and creates for a fixed time, through the service and directly, interleaved round by
+  round; with the service's CPU milliseconds per request, from its ``/proc`` accounting.
+
+Then on another new cluster, 50 000 Applications spread over 100 namespaces: RSS, list of all, start-up.
+"""
+
+from __future__ import annotations
+
+import http.client
+import multiprocessing
+import ssl
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from localcluster import aggregation, services
+from localcluster.cluster import Cluster
+
+from tests.bench import SAMPLES, Bench, Client, Stack, cpu_seconds, rss_kib
+
+#: Applications at the points of the scale part (start-up is timed at each).
+POINTS = (10_000, 50_000)
+SPREAD_NAMESPACES = 100
+#: Concurrent clients of the throughput runs, each its own process (one Python client would saturate first).
+CLIENTS = 16
+THROUGHPUT_SECONDS = 8.0
+#: Rounds of the throughput runs, at most (each round is five runs of ``THROUGHPUT_SECONDS``).
+THROUGHPUT_ROUNDS = 3
+#: Bounds of the waits (a start-up that takes longer is reported as failed, not waited for).
+STARTUP_TIMEOUT = 180.0
+
+
+class ServiceProbe:
+    """Requests straight to the service's own port, as kube-apiserver sends them (front-proxy client
+    certificate and ``X-Remote-*`` headers): a start-up is timed without the aggregator's availability probe."""
+
+    def __init__(self, cluster: Cluster, stack: Stack, port: int) -> None:
+        ca, _cert = aggregation.serving_cert(cluster, stack.service.name, services.NAMESPACE)
+        self.ctx = ssl.create_default_context(cafile=str(ca.cert))
+        self.ctx.check_hostname = False  # the serving certificate names the in-cluster Service, not 127.0.0.1
+        self.ctx.load_cert_chain(str(cluster.pki_dir / "front-proxy-client.crt"),
+                                 str(cluster.pki_dir / "front-proxy-client.key"))
+        self.port = port
+
+    def status(self, path: str) -> tuple[int, bytes]:
+        """Status and first line of the answer to ``path``; (0, b"") when the service does not answer yet."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=30)
+        try:
+            conn.request("GET", path, headers={"X-Remote-User": "bench", "X-Remote-Group": "system:masters",
+                                               "Accept": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, resp.readline()
+        except OSError:
+            return 0, b""
+        finally:
+            conn.close()
+
+
+def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: str,
+            extra_args: tuple[str, ...]) -> tuple[services.Running, dict[str, float]]:
+    """Restart the service and time it to Ready (see the module's docstring); returns the new process."""
+    kube_pid = bench.cluster.pids["kube-apiserver"]
+    kube_cpu = cpu_seconds(kube_pid)
+    fresh, started = services.restart(bench.cluster, bench.stack.service, extra_args=extra_args)
+    probe = ServiceProbe(bench.cluster, bench.stack, fresh.port)
+    watch = (bench.app_path(probe_ns) + f"?watch=1&resourceVersion=0&timeoutSeconds=5"
+             f"&fieldSelector=metadata.name%3D{probe_name}")
+    deadline = started + STARTUP_TIMEOUT
+    # Two pollers, so that a watch held open until the informer syncs does not delay seeing /readyz.
+    times: dict[str, float] = {}
+
+    def poll(key: str, answered: Callable[[int, bytes], bool], path: str) -> None:
+        while time.monotonic() < deadline:
+            if answered(*probe.status(path)):
+                times[key] = time.monotonic() - started
+                return
+            time.sleep(0.02)
+
+    pollers = [threading.Thread(target=poll, args=("readyz", lambda code, _line: code == 200, "/readyz")),
+               threading.Thread(target=poll, args=("served", lambda code, line: code == 200 and b'"ADDED"' in line,
+                                                   watch))]
+    for poller in pollers:
+        poller.start()
+    for poller in pollers:
+        poller.join(STARTUP_TIMEOUT + 30)
+    ready, served = times.get("readyz"), times.get("served")
+    if ready is None or served is None:
+        raise RuntimeError(f"{bench.stack.service.name} not Ready {STARTUP_TIMEOUT:.0f} s after its start")
+    bench.pid = fresh.pid
+    out = {"ready_s": round(max(ready, served), 2), "readyz_s": round(ready, 2), "served_s": round(served, 2),
+           # CPU seconds until Ready: what of the start-up is the service's own work, and what kube-apiserver's.
+           "service_cpu_s": round(cpu_seconds(fresh.pid), 2),
+           "kube_apiserver_cpu_s": round(cpu_seconds(kube_pid) - kube_cpu, 2)}
+    time.sleep(2)
+    out["rss_mib_after_start"] = round(rss_kib(fresh.pid) / 1024, 1)
+    print(f"  start-up {out}", flush=True)
+    return fresh, out
+
+
+def grow_spread(bench: Bench, total: int) -> None:
+    """Backing objects of ``total`` Applications spread evenly over ``SPREAD_NAMESPACES`` namespaces."""
+    for i in range(SPREAD_NAMESPACES):
+        bench.client.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": f"spread-{i}"}})
+    labels = dict(bench.template["metadata"].get("labels") or {})
+    name_label = next(k for k in labels if k.endswith("application.name"))
+
+    def create(client: Client, i: int) -> None:
+        name, namespace = f"s-{i}", f"spread-{i % SPREAD_NAMESPACES}"
+        client.call("POST", bench.backing_path(namespace),
+                    bench.direct_body(bench.stack.prefix + name, {**labels, name_label: name}, namespace))
+
+    bench.pool.run(create, list(range(total - bench.total)))
+    bench.total = total
+    bench.wait_seen(total)
+
+
+# ---------------------------------------------------------------------------- throughput
+
+
+def _client_process(cluster: Cluster, request: Callable[[Client, int], Any], worker: int, seconds: float,
+                    start: Any, results: Any) -> None:
+    client = Client(cluster)
+    done = errors = 0
+    start.wait()
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        try:
+            request(client, worker * 10**7 + done + errors)
+            done += 1
+        except (RuntimeError, OSError):
+            errors += 1
+            client = Client(cluster)
+    results.put((done, errors, time.monotonic() - began))
+
+
+def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict[str, int]) -> dict[str, float]:
+    """Requests per second of ``CLIENTS`` processes sending ``request`` for ``THROUGHPUT_SECONDS``, and the CPU
+    milliseconds per request of each process in ``pids``."""
+    ctx = multiprocessing.get_context("fork")
+    start, results = ctx.Barrier(CLIENTS + 1), ctx.Queue()
+    workers = [ctx.Process(target=_client_process, args=(cluster, request, w, THROUGHPUT_SECONDS, start, results))
+               for w in range(CLIENTS)]
+    for w in workers:
+        w.start()
+    time.sleep(0.5)  # the processes' own start-up (TLS contexts) is not measured
+    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    start.wait()
+    outcomes = [results.get(timeout=THROUGHPUT_SECONDS + 120) for _ in workers]
+    for w in workers:
+        w.join(30)
+    done, errors = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
+    out = {"rps": round(sum(o[0] / o[2] for o in outcomes), 1), "requests": done, "errors": errors}
+    out |= {f"{name}_cpu_ms": round((cpu_seconds(pid) - cpu[name]) * 1000 / max(done, 1), 3)
+            for name, pid in pids.items()}
+    return out
+
+
+def wait_quiet(pid: int, *, below: float = 0.05, window: float = 2.0, timeout: float = 300.0) -> float:
+    """Wait until ``pid`` uses under ``below`` of a CPU over ``window`` seconds (a restarted service first
+    catches up with its reconciler's work); returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if (cpu_seconds(pid) - before) / window < below:
+            break
+    return round(time.monotonic() - started, 1)
+
+
+def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
+    """Gets and creates at saturation through the service and directly, interleaved round by round, once the
+    service is idle."""
+    s, cluster = bench.stack, bench.cluster
+    print(f"  service idle after {wait_quiet(bench.pid)} s", flush=True)
+    bench.client.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": "throughput"}})
+    labels = {"bench": "throughput"}
+    name = "s-0"
+
+    def get(path: str) -> Callable[[Client, int], Any]:
+        return lambda client, _i: client.call("GET", path)
+
+    def create_app(client: Client, i: int) -> Any:
+        return client.call("POST", bench.app_path("throughput"), bench.app("throughput", f"t-{i}"))
+
+    def create_direct(client: Client, i: int) -> Any:
+        return client.call("POST", bench.backing_path("throughput") + "?fieldValidation=Strict",
+                           bench.direct_body(f"direct-t-{i}", labels, "throughput"))
+
+    sides: dict[str, Callable[[Client, int], Any]] = {
+        "get_aggregated": get(bench.app_path("scale", name)),
+        "get_rv0_aggregated": get(bench.app_path("scale", name) + "?resourceVersion=0"),
+        "get_direct": get(bench.backing_path("scale", s.prefix + name)),
+        "create_aggregated": create_app, "create_direct": create_direct,
+    }
+    pids = {"service": bench.pid, **{k: v for k, v in cluster.pids.items() if k in ("kube-apiserver", "etcd")}}
+    measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
+    for r in range(rounds):
+        for key, request in sides.items():
+            measured[key].append(saturate(cluster, request, pids))
+            print(f"  throughput round {r} {key}: {measured[key][-1]}", flush=True)
+    return summarize_throughput(measured)
+
+
+def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Medians of the rounds: requests per second per side, their ratio, and CPU ms per request."""
+    def median(key: str, field: str) -> float:
+        return round(statistics.median(m[field] for m in measured[key]), 3)
+
+    def ratio(aggregated: str, direct: str) -> float:
+        return round(statistics.median(a["rps"] / d["rps"] for a, d in zip(measured[aggregated], measured[direct],
+                                                                           strict=True)), 3)
+
+    return {
+        "throughput": {"get": {"aggregated": median("get_aggregated", "rps"), "direct": median("get_direct", "rps"),
+                               "ratio": ratio("get_aggregated", "get_direct"),
+                               "aggregated_rv0": median("get_rv0_aggregated", "rps"),
+                               "ratio_rv0": ratio("get_rv0_aggregated", "get_direct")},
+                       "create": {"aggregated": median("create_aggregated", "rps"),
+                                  "direct": median("create_direct", "rps"),
+                                  "ratio": ratio("create_aggregated", "create_direct")},
+                       "clients": CLIENTS, "seconds_per_round": THROUGHPUT_SECONDS,
+                       "rounds": len(measured["get_direct"]),
+                       "errors": int(sum(m["errors"] for ms in measured.values() for m in ms))},
+        "cpu_ms_per_request": {"get": median("get_aggregated", "service_cpu_ms"),
+                               "get_rv0": median("get_rv0_aggregated", "service_cpu_ms"),
+                               "create": median("create_aggregated", "service_cpu_ms")},
+        "kube_apiserver_cpu_ms_per_request": {key: median(key, "kube-apiserver_cpu_ms") for key in measured
+                                              if "kube-apiserver_cpu_ms" in measured[key][0]},
+    }
+
+
+# ---------------------------------------------------------------------------- one service
+
+
+def one_namespace(cluster: Cluster, name: str, stack: Stack, rounds: int, extra_args: tuple[str, ...],
+                  points: tuple[int, ...] = POINTS) -> dict[str, Any]:
+    running = services.start(cluster, stack.service, extra_args=extra_args)
+    try:
+        cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
+        time.sleep(3)
+        bench = Bench(cluster, stack, running.pid, rounds, port=running.port)
+        baseline = rss_kib(running.pid) / 1024
+        bench.seed()
+        out: dict[str, Any] = {"baseline_rss_mib": round(baseline, 1), "startup_s": {}, "startup": {}}
+        for total in points:
+            started = time.monotonic()
+            bench.grow(total)
+            print(f"{name}: {total} Applications present ({time.monotonic() - started:.0f} s)", flush=True)
+            bench.scale_point(total)
+            running, timing = startup(bench, running, "scale", f"s-{bench.scale_count - 1}", extra_args)
+            out["startup_s"][str(total)] = timing["ready_s"]
+            out["startup"][str(total)] = timing
+        out |= throughput(bench, rounds)
+        out["scale"], out["rss_mib"] = bench.scale, bench.rss
+        return out
+    finally:
+        services.stop(cluster, stack.service)
+
+
+def spread(cluster: Cluster, name: str, stack: Stack, extra_args: tuple[str, ...],
+           total: int = POINTS[-1]) -> dict[str, Any]:
+    running = services.start(cluster, stack.service, extra_args=extra_args)
+    try:
+        cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
+        time.sleep(3)
+        bench = Bench(cluster, stack, running.pid, 1, port=running.port)
+        bench.seed()
+        started = time.monotonic()
+        grow_spread(bench, total)
+        print(f"{name}: {total} Applications over {SPREAD_NAMESPACES} namespaces "
+              f"({time.monotonic() - started:.0f} s)", flush=True)
+        bench.scale_point(total)
+        last = total - 2  # the seed is one of them; the last created
+        _running, timing = startup(bench, running, f"spread-{last % SPREAD_NAMESPACES}", f"s-{last}", extra_args)
+        return {"namespaces": SPREAD_NAMESPACES, "point": bench.scale[-1], "startup": timing}
+    finally:
+        services.stop(cluster, stack.service)
