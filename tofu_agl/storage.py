@@ -346,8 +346,8 @@ class ApplicationStorage:
             raise self._rename(exc, name) from exc
         app = self._to_app(created) or {}
         _warn_of_finalizers(app)
-        if not options.dry_run:
-            self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
+        # No Event: kube-apiserver records none for a created custom resource, and one would cost it a write
+        # as large as the create (docs/architecture.md, "A request, top to bottom").
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
