@@ -34,13 +34,14 @@ def test_a_create_records_no_event_and_an_update_shows_in_describe(contract: Con
     assert events[0]["type"] == "Normal"
 
     # The oracle: a custom resource created and changed the same way has no Event at all.
-    code, body = contract.api.request("POST", oracle, stack.manifest("evented", {"size": 1}) | {
-        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": "evented"}})
+    evented = f"evented-{stack.name}"
+    code, body = contract.api.request("POST", oracle, stack.manifest(evented, {"size": 1}) | {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": evented}})
     assert code == 201, body
-    code, body = contract.api.request("PATCH", f"{oracle}/evented", {"spec": {"size": 2}},
+    code, body = contract.api.request("PATCH", f"{oracle}/{evented}", {"spec": {"size": 2}},
                                       content_type="application/merge-patch+json")
     assert code == 200, body
-    assert contract.events_of("evented", ORACLE_NAMESPACE) == []
+    assert contract.events_of(evented, ORACLE_NAMESPACE) == []
 
 
 # ------------------------------------------------------------------------- deletion
