@@ -55,14 +55,15 @@ COLUMNS: tuple[Column, ...] = (
 
 
 def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, group: str,
-                   defaulted: bool = True) -> JSON | None:
+                   defaulted: bool = True, spec: JSON | None = None) -> JSON | None:
     """The Application a HelmRelease represents, or None if it is not one of this kind.
 
     A HelmRelease without this definition's kind and group labels, or whose name lacks the
     prefix (it could not be addressed by name), is not an Application.  ``spec`` hides the
     top-level ``_`` keys the platform injects and has schema defaults applied, unless
     ``defaulted`` is False: then it is the Application as stored, the object patches apply to.
-    ``metadata.managedFields`` come from the service's annotation.
+    ``metadata.managedFields`` come from the service's annotation.  ``spec``, when given, is that spec
+    already projected from a HelmRelease with the same values (a create projects its spec once).
     """
     if not is_application(backing, defn.kind, group):
         return None
@@ -88,7 +89,7 @@ def to_application(defn: HelmDefinitionView, backing: Mapping[str, Any], *, grou
         "apiVersion": f"{group}/{VERSION}",
         "kind": defn.kind,
         "metadata": app_meta,
-        "spec": _spec(defn, backing, defaulted),
+        "spec": _spec(defn, backing, defaulted) if spec is None else spec,
         "status": project_status(backing),
     }
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
 from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
@@ -108,6 +108,13 @@ class ApplicationStorage:
     def _to_app(self, hr: JSON) -> JSON | None:
         return to_application(self.definition, hr, group=self.info.group)
 
+    def _created_app(self, hr: JSON, admitted: JSON | None, created: JSON) -> JSON:
+        """The Application ``created`` represents, its spec taken from ``admitted`` (``hr``'s projection)
+        when kube-apiserver stored the values as sent: the spec is a function of the values alone."""
+        same_values = (created.get("spec") or {}).get("values") == (hr.get("spec") or {}).get("values")
+        spec = admitted["spec"] if admitted is not None and same_values else None
+        return to_application(self.definition, created, group=self.info.group, spec=spec) or {}
+
     def _backing_selector(self, options: ListOptions) -> str:
         user = selectors.translate_keys(options.label_selector, user_selector_key)
         own = backing_selector(self.definition, self.info.group)
@@ -145,11 +152,13 @@ class ApplicationStorage:
         return hr
 
     async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
-                       options: WriteOptions, old: JSON | None = None) -> JSON:
-        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it)."""
+                       options: WriteOptions, old: JSON | None = None) -> tuple[JSON, JSON | None]:
+        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it), and
+        its spec with the schema's defaults when nothing changed it, for validation to go on with."""
         placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
-        return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
+        mutated, defaulted = await mutate_with_defaults(self._mutate, self.definition.schema, request)
+        return mutated or obj, defaulted
 
     def _event(self, app: JSON, reason: str, message: str) -> None:
         """Queued, not awaited: the answer never waits for the Event's own kube write."""
@@ -256,22 +265,22 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
-        obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
-                                  options)
-        validate_application(self.definition, obj, group=self.info.group)
+        obj, defaulted = await self._mutated("CREATE", ctx, namespace,
+                                             str((obj.get("metadata") or {}).get("name") or ""), obj, options)
+        validate_application(self.definition, obj, group=self.info.group, defaulted=defaulted)
         name = obj["metadata"]["name"]
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
         hr = build(self.definition, app_in, group=self.info.group)
-        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
-                                                     self._to_app(hr)))
+        admitted = self._to_app(hr)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options, admitted))
         try:
             created = await self._releases.create(namespace, hr, dry_run=options.dry_run)
         except ApiError as exc:
             raise self._rename(exc, name) from exc
-        app = self._to_app(created) or {}
+        app = self._created_app(hr, admitted, created)
         _warn_of_finalizers(app)
-        if not options.dry_run:
-            self._event(app, "Created", f"HelmRelease {namespace}/{created['metadata']['name']} created")
+        # No Event: kube-apiserver records none for a created custom resource, and one would cost it a write
+        # as large as the create (docs/architecture.md, "A request, top to bottom").
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -281,8 +290,8 @@ class ApplicationStorage:
         if wanted_rv and wanted_rv != existing["metadata"].get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
         old = self._to_app(existing)
-        obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
-        validate_application(self.definition, obj, group=self.info.group, live=existing)
+        obj, defaulted = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
+        validate_application(self.definition, obj, group=self.info.group, live=existing, defaulted=defaulted)
         app_in = {**obj, "metadata": {**obj["metadata"], "namespace": namespace, "name": name}}
         hr = build(self.definition, app_in, group=self.info.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,

@@ -24,7 +24,8 @@ from .project import to_application
 
 
 def validate_application(
-    defn: HelmDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+    defn: HelmDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
+    defaulted: JSON | None = None,
 ) -> None:
     """Reject an Application that must not be written, raising the matching ApiError.
 
@@ -34,7 +35,8 @@ def validate_application(
     per field path), then the schema's CEL rules (``x-kubernetes-validations``; on an update,
     transition rules compare with the spec read back from ``live``, the HelmRelease).  With
     ``live`` (an update) the name is not checked: names are immutable, and an object that exists
-    must stay editable even if the naming rules tightened since it was created.
+    must stay editable even if the naming rules tightened since it was created.  ``defaulted`` is the
+    spec with the schema's defaults when the caller already has it (mutating admission defaulted it).
     """
     meta = app.get("metadata") or {}
     if not isinstance(meta, Mapping):
@@ -57,7 +59,8 @@ def validate_application(
         )
     schema = defn.schema
     if schema:
-        defaulted = apply_defaults(schema, spec)
+        if defaulted is None:
+            defaulted = apply_defaults(schema, spec)
         old = _stored_spec(defn, live, group) if live is not None else None
         meta_causes += validate_with_schema_causes(defn.rules, validate(schema, defaulted, path="spec"), defaulted,
                                                    old, prior=meta_causes)

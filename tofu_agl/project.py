@@ -104,7 +104,7 @@ NEEDS_A_HUMAN = frozenset({
 
 def to_application(
     defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str, plan_summary: JSON | None = None,
-    defaulted: bool = True,
+    defaulted: bool = True, spec: JSON | None = None,
 ) -> JSON | None:
     """The Application a Terraform represents, or None when it is not one of this kind.
 
@@ -113,7 +113,8 @@ def to_application(
     of the pending plan (:func:`tofu_agl.plan.summary`) when the storage could read one.  With
     ``defaulted`` False, ``spec`` is the Application as stored (the variables, which carry the
     defaults applied when they were written), the object patches apply to.
-    ``metadata.managedFields`` come from the service's annotation.
+    ``metadata.managedFields`` come from the service's annotation.  ``spec``, when given, is that spec
+    already projected from a Terraform with the same variables (a create projects its spec once).
     """
     if not is_application(backing, defn.kind, group):
         return None
@@ -136,10 +137,11 @@ def to_application(
     managed = from_annotation((meta.get("annotations") or {}).get(MANAGED_FIELDS_ANNOTATION))
     if managed:
         app_meta["managedFields"] = managed
-    tf_vars = (backing.get("spec") or {}).get("vars")
-    spec = unmarshal_vars(defn.schema, defn.terraform.variable_naming, tf_vars)
-    if defaulted:
-        spec = apply_defaults(defn.schema, spec)
+    if spec is None:
+        tf_vars = (backing.get("spec") or {}).get("vars")
+        spec = unmarshal_vars(defn.schema, defn.terraform.variable_naming, tf_vars)
+        if defaulted:
+            spec = apply_defaults(defn.schema, spec)
     return {
         "apiVersion": f"{group}/{VERSION}",
         "kind": defn.kind,

@@ -26,7 +26,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
+from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
 from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
@@ -129,6 +129,13 @@ class ApplicationStorage:
     def _to_app(self, tf: JSON, plan_summary: JSON | None = None) -> JSON | None:
         return to_application(self.definition, tf, group=self.group, plan_summary=plan_summary)
 
+    def _created_app(self, tf: JSON, admitted: JSON | None, created: JSON) -> JSON:
+        """The Application ``created`` represents, its spec taken from ``admitted`` (``tf``'s projection)
+        when kube-apiserver stored the variables as sent: the spec is a function of the variables alone."""
+        same_vars = (created.get("spec") or {}).get("vars") == (tf.get("spec") or {}).get("vars")
+        spec = admitted["spec"] if admitted is not None and same_vars else None
+        return to_application(self.definition, created, group=self.group, spec=spec) or {}
+
     async def _project(self, tf: JSON) -> JSON | None:
         """The Application of ``tf``, with the summary of a plan awaiting approval when one is kept."""
         if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
@@ -207,11 +214,13 @@ class ApplicationStorage:
         return tf
 
     async def _mutated(self, operation: str, ctx: RequestContext, namespace: str, name: str, obj: JSON,
-                       options: WriteOptions, old: JSON | None = None) -> JSON:
-        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it)."""
+                       options: WriteOptions, old: JSON | None = None) -> tuple[JSON, JSON | None]:
+        """``obj`` after the cluster's mutating admission (as it was sent when nothing changed it), and
+        its spec with the schema's defaults when nothing changed it, for validation to go on with."""
         placed = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         request = AdmissionRequest.for_write(operation, self.info, ctx, namespace, name, options, placed, old)
-        return await mutate_as_crd(self._mutate, self.definition.schema, request) or obj
+        mutated, defaulted = await mutate_with_defaults(self._mutate, self.definition.schema, request)
+        return mutated or obj, defaulted
 
     def _event(self, app: JSON, reason: str, message: str) -> None:
         """Queued, not awaited: the answer never waits for the Event's own kube write."""
@@ -335,23 +344,23 @@ class ApplicationStorage:
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:
-        obj = await self._mutated("CREATE", ctx, namespace, str((obj.get("metadata") or {}).get("name") or ""), obj,
-                                  options)
+        obj, defaulted = await self._mutated("CREATE", ctx, namespace,
+                                             str((obj.get("metadata") or {}).get("name") or ""), obj, options)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         await require_approve_permission(ctx, self.info, namespace, app_in, None)
-        validate_application(self.definition, app_in, group=self.group)
+        validate_application(self.definition, app_in, group=self.group, defaulted=defaulted)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group)
-        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options,
-                                                     self._to_app(tf)))
+        admitted = self._to_app(tf)
+        await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options, admitted))
         try:
             created = await self._terraforms.create(namespace, tf, dry_run=options.dry_run)
         except ApiError as exc:
             raise self._rename(exc, name) from exc
-        app = self._to_app(created) or {}
+        app = self._created_app(tf, admitted, created)
         _warn_of_finalizers(app)
-        if not options.dry_run:
-            self._event(app, "Created", f"Terraform {namespace}/{created['metadata']['name']} created")
+        # No Event: kube-apiserver records none for a created custom resource, and one would cost it a write
+        # as large as the create (docs/architecture.md, "A request, top to bottom").
         return app
 
     async def update(self, ctx: RequestContext, namespace: str, name: str, obj: JSON,
@@ -362,10 +371,10 @@ class ApplicationStorage:
         if wanted_rv and wanted_rv != live_meta.get("resourceVersion"):
             raise self._rename(ApiError(409, "Conflict", "stale resourceVersion"), name)
         old = self._to_app(existing)
-        obj = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
+        obj, defaulted = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
         await require_approve_permission(ctx, self.info, namespace, app_in, existing)
-        validate_application(self.definition, app_in, group=self.group, live=existing)
+        validate_application(self.definition, app_in, group=self.group, live=existing, defaulted=defaulted)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,

@@ -29,14 +29,18 @@ from .variables import marshal_vars, variable_name, variable_name_error
 
 
 def validate_application(
-    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
+    defaulted: JSON | None = None,
 ) -> None:
     """Reject an Application that cannot become a valid Terraform, raising the matching ApiError.
 
     Order: top-level ``_`` keys (400), then metadata, the spec and the runner annotation together
     (422, one cause per field path; a spec that is not an object is one), then the approval (422).  With
     ``live`` (an update) the name is not checked: names are immutable, and an object that exists
-    must stay editable even if the naming rules tightened since it was created.
+    must stay editable even if the naming rules tightened since it was created.  ``defaulted`` is the
+    spec with the schema's defaults when the caller already has it (mutating admission defaulted it);
+    defaulting each declared variable does not depend on the others, so the undeclared ones are left out
+    after defaulting as well as before.
     """
     meta = app.get("metadata") or {}
     if not isinstance(meta, Mapping):
@@ -64,7 +68,10 @@ def validate_application(
         for key in spec
         if key not in props
     ]
-    defaulted = apply_defaults(defn.schema, {k: v for k, v in spec.items() if k in props})
+    if defaulted is None:
+        defaulted = apply_defaults(defn.schema, {k: v for k, v in spec.items() if k in props})
+    else:
+        defaulted = {k: v for k, v in defaulted.items() if k in props}
     stored = _stored_spec(defn, live, group) if live is not None else None
     causes = validate_with_schema_causes(defn.rules, causes + validate(defn.schema, defaulted, "spec"), defaulted,
                                          stored, prior=meta_causes)

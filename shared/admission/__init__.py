@@ -18,7 +18,15 @@ and :mod:`~shared.admission.library`.
 """
 
 from shared.admission.policies import CompiledPolicy, ParamLookup, Verdict, admit, compile_policy, may_apply
-from shared.admission.request import AdmissionRequest, Admit, Mutate, admit_all, mutate_as_crd, mutate_nothing
+from shared.admission.request import (
+    AdmissionRequest,
+    Admit,
+    Mutate,
+    admit_all,
+    mutate_as_crd,
+    mutate_nothing,
+    mutate_with_defaults,
+)
 from shared.admission.rules import CompiledSchema, RuleError, compile_schema
 from shared.admission.validation import validate, validate_with_schema_causes
 
@@ -38,6 +46,7 @@ __all__ = [
     "may_apply",
     "mutate_as_crd",
     "mutate_nothing",
+    "mutate_with_defaults",
     "validate",
     "validate_with_schema_causes",
 ]

@@ -120,9 +120,19 @@ async def mutate_as_crd(mutate: Mutate, schema: JSON | None, request: AdmissionR
     What the mutation changed goes on; the defaults it left alone are dropped again, so they stay
     the kind's defaults (applied where the kind applies them) instead of becoming stored values.
     """
+    return (await mutate_with_defaults(mutate, schema, request))[0]
+
+
+async def mutate_with_defaults(mutate: Mutate, schema: JSON | None,
+                               request: AdmissionRequest) -> tuple[JSON | None, JSON | None]:
+    """:func:`mutate_as_crd`, and the sent spec with the schema's defaults when nothing changed the object
+    (None when something did, or the spec is not an object): the defaulting the webhooks needed is the one
+    validation needs, so a write defaults the spec it was sent once."""
     sent = request.object or {}
     defaulted = with_spec_defaults(schema, sent)
     mutated = await mutate(replace(request, object=defaulted))
     if mutated is None or mutated is defaulted or mutated == defaulted:
-        return None
-    return {**mutated, "spec": without_added_defaults(sent.get("spec"), defaulted.get("spec"), mutated.get("spec"))}
+        spec = defaulted.get("spec")
+        return None, spec if defaulted is not sent and isinstance(spec, dict) else None
+    return {**mutated, "spec": without_added_defaults(sent.get("spec"), defaulted.get("spec"),
+                                                      mutated.get("spec"))}, None

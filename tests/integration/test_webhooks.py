@@ -67,7 +67,7 @@ class Hooks:
     def routes(self) -> dict[str, webhooks.Decide]:
         decisions = {"/mutate": self._mutate, "/validate": self._validate, "/deny-all": self._deny_all,
                      "/slow": self._slow, "/record": self._allow, "/reinvoke-a": self._label("a-seen"),
-                     "/reinvoke-b": self._label("b-seen")}
+                     "/reinvoke-b": self._label("b-seen"), "/backing-tier": self._backing_tier}
         return {path: self._recorded(path, decide) for path, decide in decisions.items()}
 
     def _recorded(self, path: str, decide: Any) -> webhooks.Decide:
@@ -99,6 +99,15 @@ class Hooks:
         if "tier" not in obj.get("spec", {}):
             operations.append({"op": "add", "path": "/spec/tier", "value": "standard"})
         return {"allowed": True, "warnings": ["mutated by the test webhook"], **self._patch(operations)}
+
+    def _backing_tier(self, request: JSON) -> JSON:
+        """Sets ``tier`` in a backing object's values (HelmRelease) or variables (Terraform) on its way in."""
+        spec = request["object"].get("spec") or {}
+        if isinstance(spec.get("vars"), list):
+            operation: JSON = {"op": "add", "path": "/spec/vars/-", "value": {"name": "tier", "value": "backing"}}
+        else:
+            operation = {"op": "add", "path": "/spec/values/tier", "value": "backing"}
+        return {"allowed": True, **self._patch([operation])}
 
     def _label(self, key: str) -> Any:
         def decide(request: JSON) -> JSON:
@@ -266,6 +275,28 @@ def test_a_mutating_webhook_sets_a_label_and_a_spec_default(ours: Target, oracle
         updates = [call for call in hooks.calls("/mutate", name) if call["operation"] == "UPDATE"]
         assert len(updates) == 2
         assert normalized(ours, updates[0])["oldObject"]["spec"] == updates[1]["oldObject"]["spec"]
+
+
+def test_a_create_answers_what_its_backing_object_became(ours: Target, hooks: Hooks, api: Api) -> None:
+    """A webhook on the backing resource changes what kube-apiserver stores for a create through the service: the
+    create answers the Application as stored, as a read returns it, not the one the service's admission saw
+    (which a create otherwise reuses for the answer's spec)."""
+    assert ours.stack is not None
+    namespace = _namespace(api, "backing", ours)
+    backing_group, backing_plural = ours.stack.backing_api.split("/")[2], ours.stack.backing.split(".")[0]
+    hook = {**hooks.hook("backing", "/backing-tier", ["CREATE"], "backing"),
+            "rules": [{"apiGroups": [backing_group], "apiVersions": ["*"], "operations": ["CREATE"],
+                       "resources": [backing_plural], "scope": "Namespaced"}]}
+    with registered(api, True, "agl-test-backing", [hook]):
+        _until((ours,), "the backing webhook",
+               lambda t: _post(t, namespace, "probe", {"size": "s"}, query="?dryRun=All")[1].get("spec", {})
+               .get("tier") == "backing")
+        name = ours.name("b")
+        status, answer, _ = _post(ours, namespace, name, {"size": "s"})
+        assert status == 201, answer
+        status, read = ours.api.request("GET", ours.path(namespace, name))
+        assert status == 200, read
+        assert answer["spec"] == read["spec"] and answer["spec"]["tier"] == "backing", (answer, read)
 
 
 def test_reinvocation_calls_an_earlier_webhook_again_once(ours: Target, oracle: Target, hooks: Hooks,

@@ -253,3 +253,23 @@ def test_mutation_sees_the_defaults_and_writes_only_what_it_changed() -> None:
     assert mutated["spec"] == {"tier": "gold", "storage": {}}
     # Nothing changed: None, so the object goes on exactly as sent.
     assert _run(hooks_request.mutate_as_crd(hooks_request.mutate_nothing, schema, sent)) is None
+
+
+def test_the_defaults_the_webhooks_saw_are_handed_on_only_when_nothing_changed_the_object() -> None:
+    """A write defaults its spec once: what mutating admission saw goes on to validation unless a webhook changed
+    the object (then validation defaults what the webhook returned) or the spec is not an object."""
+    schema = {"type": "object", "properties": {"replicas": {"type": "integer", "default": 1},
+                                               "tier": {"type": "string"}}}
+
+    async def set_tier(request: AdmissionRequest) -> JSON | None:
+        assert request.object is not None
+        return {**request.object, "spec": {**request.object["spec"], "tier": "gold"}}
+
+    sent = _request()
+    sent.object["spec"] = {"tier": "small"}  # type: ignore[index]
+    assert _run(hooks_request.mutate_with_defaults(hooks_request.mutate_nothing, schema, sent)) == (
+        None, {"replicas": 1, "tier": "small"})
+    mutated, defaulted = _run(hooks_request.mutate_with_defaults(set_tier, schema, sent))
+    assert mutated is not None and mutated["spec"] == {"tier": "gold"} and defaulted is None
+    sent.object["spec"] = "not an object"  # type: ignore[index]
+    assert _run(hooks_request.mutate_with_defaults(hooks_request.mutate_nothing, schema, sent)) == (None, None)

@@ -209,6 +209,29 @@ def test_create_owns_everything_given_but_identity(fm: FieldManager) -> None:
                                                                "f:spec": {".": {}, "f:replicas": {}}}}]
 
 
+def test_a_create_owns_every_node_it_sets_of_each_kind(fm: FieldManager) -> None:
+    """A create compares the object against nothing (its own walk, :func:`typed._added_below`): every node of
+    every kind is the creator's, empty and null ones included, granular nodes with their ``.``; status is
+    nobody's.  Recorded from the general comparison before the create got its own walk."""
+    spec = {"replicas": 1, "size": None, "resources": {}, "users": {"a": {"password": "p"}, "b": {}, "c": None},
+            "extensions": ["x", "y"], "tags": ["t", "u"], "endpoints": [{"name": "pg", "port": 1}, {"name": "e"}],
+            "atomic": {"k": "v"}, "free": {"x": {"y": [1, {"z": 2}]}, "e": []}}
+    new = {**obj(spec, labels={"a": "b"}, finalizers=["f/x"]), "status": {"phase": "x"}}
+    entries = fm.update(None, new, "kubectl-create", T)
+    assert entries is not None and len(entries) == 1
+    assert entries[0]["fieldsV1"] == {
+        "f:metadata": {"f:finalizers": {".": {}, 'v:"f/x"': {}}, "f:labels": {".": {}, "f:a": {}}},
+        "f:spec": {
+            ".": {}, "f:atomic": {},
+            "f:endpoints": {".": {}, 'k:{"name":"e"}': {".": {}, "f:name": {}},
+                            'k:{"name":"pg"}': {".": {}, "f:name": {}, "f:port": {}}},
+            "f:extensions": {}, "f:free": {".": {}, "f:e": {}, "f:x": {".": {}, "f:y": {}}}, "f:replicas": {},
+            "f:resources": {}, "f:size": {}, "f:tags": {".": {}, 'v:"t"': {}, 'v:"u"': {}},
+            "f:users": {".": {}, "f:a": {".": {}, "f:password": {}}, "f:b": {}, "f:c": {}},
+        },
+    }
+
+
 def test_an_untracked_object_stays_untracked_until_applied(fm: FieldManager) -> None:
     live = {**obj({"replicas": 1}), "metadata": {"name": "a", "namespace": "n", "uid": "u"}}
     assert fm.update(live, obj({"replicas": 2}), "kubectl-edit", T) is None

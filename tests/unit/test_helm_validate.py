@@ -12,6 +12,8 @@ from helm_agl.names import GROUP
 from helm_agl.validate import validate_application
 from shared.api.errors import ApiError
 from shared.bodies import JSON
+from shared.schema import validation
+from shared.schema.defaults import apply_defaults
 from tests.unit.helm_samples import DEFN, SCHEMA, FakeDefinition, make_app, make_hr
 
 
@@ -138,3 +140,25 @@ def test_fine_labels_and_long_annotation_values_pass() -> None:
         make_app(labels={"k" * 45: "v" * 63, "example.com/team": ""}, annotations={"note": "x" * 1000}),
         group=GROUP,
     )
+
+
+def test_the_schema_validator_is_compiled_once_per_schema_revision() -> None:
+    """The validator is compiled for a schema object once and reused by every request that validates against it;
+    a new revision (a new parsed schema, from a changed definition) gets its own."""
+    schema = copy.deepcopy(SCHEMA)
+    first = validation._validator_for(schema)
+    validate_application(replace(DEFN, schema=schema), make_app(spec={"replicas": 3}), group=GROUP)
+    assert validation._validator_for(schema) is first
+    assert validation._validator_for(copy.deepcopy(SCHEMA)) is not first
+
+
+def test_a_spec_defaulted_by_the_caller_is_validated_as_given() -> None:
+    """A write hands validation the spec mutating admission already defaulted: it is checked as it is, not defaulted
+    again (a default the schema refuses shows that it was not)."""
+    app = make_app(spec={"replicas": 3})
+    defaulted = apply_defaults(SCHEMA, app["spec"])
+    validate_application(DEFN, app, group=GROUP, defaulted=defaulted)
+    with pytest.raises(ApiError) as info:
+        validate_application(DEFN, app, group=GROUP, defaulted={**defaulted, "replicas": "three"})
+    err = info.value
+    assert err.code == 422 and [c["field"] for c in err.details["causes"]] == ["spec.replicas"]

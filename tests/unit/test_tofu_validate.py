@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from shared.api.errors import ApiError
+from shared.schema.defaults import apply_defaults
 from tests.unit.tofu_samples import GROUP, Defn, app, causes, defn
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
@@ -208,3 +209,20 @@ def test_approving_while_changing_spec_is_rejected_under_manual_only() -> None:
     validate_application(Defn(), changed, group=GROUP, live=live)
     same = app(annotations={APPROVE_ANNOTATION: "plan-main-abc"})
     validate_application(defn(approve_plan="manual"), same, group=GROUP, live=live)
+
+
+def test_a_spec_defaulted_by_the_caller_is_validated_as_given() -> None:
+    """A write hands validation the spec mutating admission already defaulted: the answer is the one validation
+    gives when it defaults the spec itself (an undeclared key included), and the spec is checked as it is handed
+    over (a value the schema refuses shows it was not defaulted again)."""
+    d = Defn()
+    sent = app(spec={"cidrBlock": "10.0.0.0/16", "bogus": 1})
+    with pytest.raises(ApiError) as own:
+        validate_application(d, sent, group=GROUP)
+    defaulted = apply_defaults(d.schema, sent["spec"])
+    with pytest.raises(ApiError) as handed:
+        validate_application(d, sent, group=GROUP, defaulted=defaulted)
+    assert causes(handed) == causes(own) and set(causes(own)) == {"spec.bogus"}
+    with pytest.raises(ApiError) as refused:
+        validate_application(d, app(), group=GROUP, defaulted={**defaulted, "cidrBlock": 16})
+    assert set(causes(refused)) == {"spec.cidrBlock"}

@@ -262,11 +262,17 @@ class Comparison:
     def exclude(self, prefixes: Iterable[Path]) -> Comparison:
         """Without the paths under (or at) ``prefixes`` (``Comparison.ExcludeFields``)."""
         pre = tuple(prefixes)
+        return Comparison(not_under(self.added, pre), not_under(self.modified, pre), not_under(self.removed, pre))
 
-        def keep(fields: FieldSet) -> FieldSet:
-            return frozenset(p for p in fields if not any(p[: len(x)] == x for x in pre))
 
-        return Comparison(keep(self.added), keep(self.modified), keep(self.removed))
+def not_under(fields: FieldSet, prefixes: tuple[Path, ...]) -> FieldSet:
+    """``fields`` without the paths at or under any of ``prefixes``: one set lookup per path and prefix length
+    (the prefixes are few and short, ``status`` alone for a main resource)."""
+    if not fields or not prefixes:
+        return fields
+    wanted = frozenset(prefixes)
+    lengths = sorted({len(x) for x in prefixes})
+    return frozenset(p for p in fields if not any(p[:n] in wanted for n in lengths if n <= len(p)))
 
 
 def compare(lhs: Any, rhs: Any, schema: Schema) -> Comparison:
@@ -277,6 +283,9 @@ def compare(lhs: Any, rhs: Any, schema: Schema) -> Comparison:
     removed: set[Path] = set()
 
     def walk(left: Any, right: Any, node_schema: Schema, path: Path) -> None:
+        if left is MISSING:
+            _added_below(right, node_schema, path, added)
+            return
         kind = effective_kind(node_schema, left, right)
         leaf = kind in (Kind.SCALAR, Kind.ATOMIC) or (_is_empty_container(left) and _is_empty_container(right))
         if leaf:
@@ -306,6 +315,27 @@ def compare(lhs: Any, rhs: Any, schema: Schema) -> Comparison:
 
     walk(lhs, rhs, schema, ())
     return Comparison(frozenset(added), frozenset(modified), frozenset(removed))
+
+
+def _added_below(value: Any, schema: Schema, path: Path, out: set[Path]) -> None:
+    """What :func:`compare` finds added where ``value`` appears at ``path`` with nothing before it: the node
+    and every node below it.  Walked on its own, without a left side to look at at every node, because a create
+    (and a new subtree in an update) is all of this: it is the field manager's main cost on a create."""
+    kind = kind_of(schema, value)
+    if not _shape_matches(kind, value):
+        kind = Kind.ATOMIC
+    if kind is Kind.SCALAR or kind is Kind.ATOMIC or _is_empty_container(value):
+        out.add(path)
+        return
+    if kind is Kind.STRUCT or kind is Kind.MAP:
+        for key, child in value.items():
+            _added_below(child, child_schema(schema, key)[0], (*path, field(key)), out)
+    else:
+        element_schema = items_schema(schema)
+        for element, item in _indexed(schema, kind, value).items():
+            _added_below(item, element_schema, (*path, element), out)
+    if path:
+        out.add(path)
 
 
 # ---------------------------------------------------------------------------------------- RemoveItems

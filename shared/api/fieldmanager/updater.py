@@ -23,6 +23,7 @@ from shared.api.fieldmanager.typed import (
     ensure_named_fields_are_members,
     field_set,
     merge,
+    not_under,
     remove_items,
     same,
 )
@@ -63,7 +64,7 @@ class Updater:
     ignored: tuple[Path, ...] = ()
 
     def _filter(self, fields: FieldSet) -> FieldSet:
-        return frozenset(p for p in fields if not any(p[: len(x)] == x for x in self.ignored))
+        return not_under(fields, self.ignored)
 
     def _step(self, live: Any, new: Any, version: str, managers: Managers, workflow: str,
               force: bool) -> tuple[Managers, Comparison]:
