@@ -52,9 +52,10 @@ def test_status_errors_name_the_served_group(contract: Contract, stack: Stack) -
 
 def test_events_and_discovery_name_the_served_group(contract: Contract, stack: Stack) -> None:
     contract.create("grouped-events", {"size": 1})
-    created = wait_for(lambda: next((e for e in contract.events_of("grouped-events", stack.namespace)
-                                     if e["reason"] == "Created"), None), "the Created event")
-    assert (created["involvedObject"]["apiVersion"], created["involvedObject"]["kind"]) == (stack.api_version, KIND)
+    contract.patch("grouped-events", {"spec": {"size": 2}})  # a create records no Event; an update does
+    updated = wait_for(lambda: next((e for e in contract.events_of("grouped-events", stack.namespace)
+                                     if e["reason"] == "Updated"), None), "the Updated event")
+    assert (updated["involvedObject"]["apiVersion"], updated["involvedObject"]["kind"]) == (stack.api_version, KIND)
     code, resources = contract.api.request("GET", f"/apis/{stack.api_version}")
     assert code == 200 and resources["groupVersion"] == stack.api_version, resources
     assert PLURAL in [r["name"] for r in resources["resources"]], resources
