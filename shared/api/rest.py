@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.api import errors
-from shared.bodies import JSON
+from shared.bodies import JSON, Encoded
 
 if TYPE_CHECKING:
     from shared.security.authz import ResourceAttributes
@@ -136,9 +136,12 @@ class Storage(Protocol):
 
     info: ResourceInfo
 
-    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
+    async def get(self, ctx: RequestContext, namespace: str, name: str,
+                  resource_version: str | None = None) -> JSON | Encoded:
         """The object; with a ``resource_version`` (``"0"``: any, else not older than it) the storage may
-        answer from its cache, as kube-apiserver answers such a GET from its watch cache."""
+        answer from its cache, as kube-apiserver answers such a GET from its watch cache.  It may come
+        encoded (a projection kept per revision of the backing object, written to the client as it is);
+        :func:`shared.bodies.plain` decodes it for a reader of its fields."""
         ...
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
