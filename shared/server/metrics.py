@@ -107,7 +107,7 @@ class Metrics:
         self._decisions = {True: self.authorization_decisions.labels("allow"),
                            False: self.authorization_decisions.labels("deny")}
         # Each series' counter and histogram, by their labels: prometheus_client's ``labels`` checks and
-        # joins the labels under a lock on every call (about a tenth of a get's own work, round 10 of
+        # joins the labels under a lock on every call (a tenth of a get's own work, issue 26's get round in
         # docs/design/perf); the series are the same objects it keeps, none is ever removed.
         self._served: dict[tuple[str, str, str, int], tuple[Counter, Histogram]] = {}
         self._sent: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
