@@ -23,10 +23,10 @@ from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
-from shared.bodies import JSON, loads
+from shared.bodies import JSON, Encoded
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
-from shared.client.informer import Informer, without_managed_fields
+from shared.client.informer import Cached, Informer, without_managed_fields
 from shared.client.kube import ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
@@ -165,23 +165,19 @@ class ApplicationStorage:
         self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
-    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
-        hr = await self._cached(namespace, name, resource_version) if resource_version else None
-        app = self._to_app(hr if hr is not None else await self._live(namespace, name))
+    async def get(self, ctx: RequestContext, namespace: str, name: str,
+                  resource_version: str | None = None) -> JSON | Encoded:
+        """The Application, encoded: its projection is kept per revision of the HelmRelease and shared with
+        lists (:class:`Projections`), so an unchanged HelmRelease is not projected again."""
+        key = (namespace, backing_name(self.definition, name))
+        found = await self._informer.lookup(key, resource_version) if resource_version else None
+        if found is None:
+            app = self._projections.current(key, await self._live(namespace, name))
+        else:  # answered from the cache, as kube-apiserver answers from its watch cache (404: none there)
+            app = None if found.packed is None else self._projections.encoded(Cached(key, found.rv, found.packed))
         if app is None:
             raise self._not_found(name)
         return app
-
-    async def _cached(self, namespace: str, name: str, resource_version: str) -> JSON | None:
-        """The HelmRelease from the cache when a GET at ``resource_version`` may be answered from it (404 when
-        the cache holds none); None: ask kube-apiserver."""
-        found = await self._informer.lookup((namespace, backing_name(self.definition, name)), resource_version)
-        if found is None:
-            return None
-        hr: JSON | None = loads(found.packed) if found.packed is not None else None
-        if hr is None or not is_application(hr, self.definition.kind, self.info.group):
-            raise self._not_found(name)
-        return hr
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
         """The Application as stored: the values as given (no defaults) and its managedFields."""

@@ -31,10 +31,10 @@ from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
-from shared.bodies import JSON, loads
+from shared.bodies import JSON, Encoded, loads
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
-from shared.client.informer import Informer, keeping_spec
+from shared.client.informer import Informer, Key, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
@@ -227,17 +227,24 @@ class ApplicationStorage:
         self._events.emit(app, "Normal", reason, message)
 
     # ------------------------------------------------------------------ reads
-    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
-        tf = await self._cached(namespace, name, resource_version) if resource_version else None
-        app = await self._project(tf if tf is not None else await self._live(namespace, name))
+    async def get(self, ctx: RequestContext, namespace: str, name: str,
+                  resource_version: str | None = None) -> JSON | Encoded:
+        """The Application; encoded unless a plan awaits approval: its projection is kept per revision of the
+        Terraform and shared with lists (:class:`Projections`), so an unchanged Terraform is not projected
+        again.  A pending plan's summary is read from other objects, so that projection is made per read."""
+        key = (namespace, backing_name(self.definition, name))
+        tf = await self._cached(key, name, resource_version) if resource_version else None
+        if tf is None:
+            tf = await self._live(namespace, name)
+        app = await self._project(tf) if awaiting_approval(tf) else self._projections.current(key, tf)
         if app is None:
             raise self._not_found(name)
         return app
 
-    async def _cached(self, namespace: str, name: str, resource_version: str) -> JSON | None:
+    async def _cached(self, key: Key, name: str, resource_version: str) -> JSON | None:
         """The Terraform from the cache when a GET at ``resource_version`` may be answered from it (404 when
         the cache holds none); None: ask kube-apiserver."""
-        found = await self._informer.lookup((namespace, backing_name(self.definition, name)), resource_version)
+        found = await self._informer.lookup(key, resource_version)
         if found is None:
             return None
         tf: JSON | None = loads(found.packed) if found.packed is not None else None

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from shared.api import errors
 from shared.api.attributes import ResourceAttributes
-from shared.bodies import JSON
+from shared.bodies import JSON, Encoded
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,12 @@ class Storage(Protocol):
 
     info: ResourceInfo
 
-    async def get(self, ctx: RequestContext, namespace: str, name: str, resource_version: str | None = None) -> JSON:
+    async def get(self, ctx: RequestContext, namespace: str, name: str,
+                  resource_version: str | None = None) -> JSON | Encoded:
         """The object; with a ``resource_version`` (``"0"``: any, else not older than it) the storage may
-        answer from its cache, as kube-apiserver answers such a GET from its watch cache."""
+        answer from its cache, as kube-apiserver answers such a GET from its watch cache.  It may come
+        encoded (a projection kept per revision of the backing object, written to the client as it is);
+        :func:`shared.bodies.plain` decodes it for a reader of its fields."""
         ...
 
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:

@@ -10,6 +10,7 @@ client lists last.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,8 +59,10 @@ def _media_ranges(accept: str) -> list[tuple[float, int, str, dict[str, str]]]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def negotiate(accept: str | None) -> Rendering:
-    """Pick the rendering for an Accept header; 406 only when nothing in it is servable."""
+    """Pick the rendering for an Accept header; 406 only when nothing in it is servable.  Clients send a few
+    Accept headers over and over (kubectl's for Tables, client-go's for JSON): each is parsed once."""
     if accept is None or accept.strip() == "":
         return Rendering()
     for q, _, media, params in _media_ranges(accept):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from functools import lru_cache
 
 from kubernetes_asyncio import client as kclient
 
@@ -38,10 +39,12 @@ def observer_of(api: kclient.ApiClient) -> Observer | None:
     return _observers.get(api)
 
 
+@lru_cache(maxsize=4096)
 def resource_of(path: str) -> str:
     """The resource a REST path names, with its subresource (``helmreleases``, ``helmreleases/status``,
     ``events``, ``subjectaccessreviews``): few enough values to label a metric with, unlike paths, which
-    carry names.  Anything else (discovery, ``/version``) is ``""``."""
+    carry names.  Anything else (discovery, ``/version``) is ``""``.  Read once per path: the same objects'
+    paths are asked for again and again."""
     parts = [p for p in path.split("?", 1)[0].split("/") if p]
     prefix = {"api": 2, "apis": 3}.get(parts[0] if parts else "", len(parts))
     if len(parts) <= prefix:

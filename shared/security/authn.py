@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 from urllib.parse import unquote
 
@@ -62,6 +62,13 @@ def common_name(peercert: PeerCert) -> str | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _extra_key(encoded: str) -> str:
+    """An extra's key as the front proxy sent it in a header name (percent-encoded, any case), decoded: the
+    same few keys come with every request."""
+    return unquote(encoded).lower()
+
+
 def _header_items(headers: Mapping[str, str]) -> Iterable[tuple[str, str]]:
     # multidict's items() yields every occurrence of a repeated header, a plain dict one each.
     return headers.items()
@@ -91,6 +98,18 @@ class RequestHeaderConfig:
         except ValueError:
             log.error("requestheader-client-ca-file holds no usable PEM certificate: rejecting every request")
             return ()
+
+    @cached_property
+    def _username_keys(self) -> tuple[str, ...]:
+        return tuple(h.lower() for h in self.username_headers)
+
+    @cached_property
+    def _group_keys(self) -> frozenset[str]:
+        return frozenset(h.lower() for h in self.group_headers)
+
+    @cached_property
+    def _extra_prefixes(self) -> tuple[str, ...]:
+        return tuple(p.lower() for p in self.extra_headers_prefixes)
 
     def tls_client_cas(self) -> str | None:
         """The CA bundle for the TLS layer: the request-header CA plus the cluster's client CA."""
@@ -169,25 +188,24 @@ class RequestHeaderConfig:
             cn = common_name(peercert)
             if cn not in self.allowed_names:
                 raise errors.unauthorized(f"client certificate CN {cn!r} is not an allowed front-proxy name")
-        items = list(_header_items(headers))
+        # Each header name lowered once (a request carries a dozen headers, each compared with several names).
+        items = [(key.lower(), key, value) for key, value in _header_items(headers)]
         username = ""
-        for wanted in self.username_headers:
-            username = next((v.strip() for k, v in items if k.lower() == wanted.lower() and v.strip()), "")
+        for wanted in self._username_keys:
+            username = next((v.strip() for lowered, _, v in items if lowered == wanted and v.strip()), "")
             if username:
                 break
         if not username:
             raise errors.unauthorized("the front proxy did not send a user name")
-        group_keys = {h.lower() for h in self.group_headers}
-        groups = tuple(v for k, v in items if k.lower() in group_keys and v != "")
-        prefixes = tuple(p.lower() for p in self.extra_headers_prefixes)
+        group_keys = self._group_keys
+        groups = tuple(v for lowered, _, v in items if lowered in group_keys and v != "")
+        prefixes = self._extra_prefixes
         extra: dict[str, list[str]] = {}
-        for key, value in items:
-            lowered = key.lower()
+        for lowered, key, value in items:
             for prefix in prefixes:
                 if lowered.startswith(prefix) and len(lowered) > len(prefix):
                     # Keys are percent-encoded by the proxy because header names are restricted.
-                    extra_key = unquote(key[len(prefix) :]).lower()
-                    extra.setdefault(extra_key, []).append(value)
+                    extra.setdefault(_extra_key(key[len(prefix) :]), []).append(value)
                     break
         return User(name=username, groups=groups, extra={k: tuple(v) for k, v in extra.items()})
 

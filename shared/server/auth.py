@@ -54,7 +54,7 @@ class Gate:
             log.warning("no authorizer is configured; denying", extra={"user": user.name, "verb": attrs.verb})
         else:
             allowed = await self.authorizer.authorize(user, attrs)
-        self._metrics.authorization_decisions.labels("allow" if allowed else "deny").inc()
+        self._metrics.decided(allowed)
         if allowed:
             return
         if isinstance(attrs, NonResourceAttributes):

@@ -269,7 +269,7 @@ async def _delete_options_body(call: Call) -> dict[str, Any]:
 
 
 async def _check_preconditions(call: Call, preconditions: dict[str, Any]) -> None:
-    current = await call.storage.get(call.ctx, call.namespace, call.name)
+    current = plain(await call.storage.get(call.ctx, call.namespace, call.name))
     meta = current.get("metadata") or {}
     for key, label, why in (("uid", "UID", "deleted and then recreated"),
                             ("resourceVersion", "ResourceVersion", "modified")):

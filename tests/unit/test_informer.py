@@ -466,6 +466,7 @@ async def test_lookup_answers_gets_at_a_resource_version_from_the_cache() -> Non
         at = written["metadata"]["resourceVersion"]
         seen = await inf.lookup(("ns", "a"), at)
         assert seen is not None and seen.packed is not None and json.loads(seen.packed)["spec"] == {"value": "2"}
+        assert seen.rv == int(at), "the revision comes with the object: a reader tells by it what is still current"
         assert await inf.lookup(("ns", "a"), "") is None
         assert await inf.lookup(("ns", "a"), "not-a-version") is None
         assert await inf.lookup(("ns", "a"), str(kube.rv + 100)) is None

@@ -1,6 +1,7 @@
 """``Projections``: a list from the informer projects each backing object once per revision, keeps the
-result encoded, filters on the projection, and forgets what the informer no longer holds; and
-``shared.bodies`` writes such encoded items as they are."""
+result encoded, filters on the projection, and forgets what the informer no longer holds; a get of an
+object read from kube-apiserver reuses the same projections; and ``shared.bodies`` writes such encoded
+items as they are."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from shared.api import selectors
 from shared.bodies import JSON, Encoded, dumps, plain
 from shared.client.informer import Informer
-from shared.client.projections import Projections
+from shared.client.projections import GET_SLACK, Projections
 from tests.unit.test_informer import FakeKube, _informer, _settle
 
 
@@ -91,6 +92,48 @@ async def test_deleted_objects_are_forgotten(kube: FakeKube, informer: Informer)
     await _settle(informer, kube)
     assert [a["metadata"]["name"] for a in await listed(projections, informer)] == ["b"]
     assert len(projections) == informer.size == 2, "b and hidden-c are kept, a is forgotten"
+
+
+async def test_a_get_reuses_the_projection_of_an_unchanged_revision(kube: FakeKube, informer: Informer) -> None:
+    """A consistent get reads the object from kube-apiserver; at the revision a list projected, it is that
+    projection, and a changed object is projected again once, for gets and lists alike."""
+    project = Counting()
+    projections = Projections(informer, project)
+    listed_a = (await listed(projections, informer))[0]
+    assert project.calls == 3
+    got = projections.current(("ns", "a"), kube.objects["a"])
+    assert project.calls == 3, "the get projected an object a list had projected at the same revision"
+    assert got is not None and plain(got) == listed_a
+    changed = kube.put("a", "changed")
+    fresh = projections.current(("ns", "a"), changed)
+    assert project.calls == 4
+    assert fresh is not None and plain(fresh)["spec"] == {"value": "changed"}, "a changed object read as it was"
+    assert projections.current(("ns", "a"), changed) is fresh and project.calls == 4
+    await _settle(informer, kube)
+    assert (await listed(projections, informer))[0]["spec"] == {"value": "changed"}
+    assert project.calls == 4, "the list projected again what the get had projected at that revision"
+    assert projections.current(("ns", "hidden-c"), kube.objects["hidden-c"]) is None, "not an Application"
+
+
+async def test_a_get_without_a_revision_is_projected_every_time(informer: Informer) -> None:
+    project = Counting()
+    projections = Projections(informer, project)
+    odd = {"metadata": {"name": "odd", "namespace": "ns", "resourceVersion": "x"}, "spec": {"value": "1"}}
+    first = projections.current(("ns", "odd"), odd)
+    second = projections.current(("ns", "odd"), odd)
+    assert project.calls == 2 and first is not None and second is not None and plain(first) == plain(second)
+    assert len(projections) == 0, "a projection that no revision names is not kept"
+
+
+async def test_gets_of_objects_gone_from_the_cache_are_forgotten(kube: FakeKube, informer: Informer) -> None:
+    """Gets may read objects the informer does not hold (yet, or any more): their projections are dropped once
+    they outnumber the cached objects by more than the slack."""
+    projections = Projections(informer, Counting())
+    for i in range(GET_SLACK + informer.size + 1):
+        thing = {"metadata": {"name": f"gone-{i}", "namespace": "ns", "resourceVersion": str(1000 + i)},
+                 "spec": {"value": str(i)}}
+        projections.current(("ns", f"gone-{i}"), thing)
+    assert len(projections) == 0, "projections of objects the informer does not hold were kept"
 
 
 def test_encoded_values_are_written_as_they_are_and_decode_to_fresh_copies() -> None:

@@ -227,7 +227,7 @@ class Informer:
         if not await self._reads.may_answer(resource_version):
             return None
         entry = self._store.objects().get(key)
-        return Lookup(entry.packed if entry is not None else None)
+        return Lookup(entry.packed, entry.rv) if entry is not None else Lookup(None)
 
     # ------------------------------------------------------------------ subscriptions
 

@@ -30,9 +30,11 @@ class Cached(NamedTuple):
 
 
 class Lookup(NamedTuple):
-    """The answer of a cache asked for one object: its packed form, or None when the cache holds no such object."""
+    """The answer of a cache asked for one object: its packed form, or None when the cache holds no such object,
+    and its revision (0 with none), by which a reader can tell that what it derived from it is still current."""
 
     packed: Packed | None
+    rv: int = 0
 
 
 class Store:

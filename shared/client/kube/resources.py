@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote
 
 
@@ -33,5 +34,8 @@ class GVR:
         return base
 
 
+@lru_cache(maxsize=4096)
 def _seg(value: str) -> str:
+    """One path segment, percent-encoded; the same namespaces, plurals and names come again and again, and
+    ``quote`` is pure Python."""
     return quote(value, safe="")
