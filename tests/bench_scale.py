@@ -134,28 +134,33 @@ def grow_spread(bench: Bench, total: int) -> None:
 # ---------------------------------------------------------------------------- throughput
 
 
-def _client_process(cluster: Cluster, request: Callable[[Client, int], Any], worker: int, seconds: float,
+def _client_process(cluster: Cluster, request: Callable[[Client, int], Any], first: int, seconds: float,
                     start: Any, results: Any) -> None:
     client = Client(cluster)
     done = errors = 0
+    failure = ""
     start.wait()
     began = time.monotonic()
     while time.monotonic() - began < seconds:
         try:
-            request(client, worker * 10**7 + done + errors)
+            request(client, first + done + errors)  # a number no other request of the run uses (creates' names)
             done += 1
-        except (RuntimeError, OSError):
+        except (RuntimeError, OSError) as exc:
             errors += 1
+            failure = failure or str(exc)[:300]
             client = Client(cluster)
-    results.put((done, errors, time.monotonic() - began))
+    results.put((done, errors, time.monotonic() - began, failure))
 
 
-def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict[str, int]) -> dict[str, float]:
+def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict[str, int],
+             run: int) -> dict[str, float]:
     """Requests per second of ``CLIENTS`` processes sending ``request`` for ``THROUGHPUT_SECONDS``, and the CPU
-    milliseconds per request of each process in ``pids``."""
+    milliseconds per request of each process in ``pids``; ``run`` numbers the call, so that the numbers its
+    requests get (the names of what creates create) are unique in the benchmark."""
     ctx = multiprocessing.get_context("fork")
     start, results = ctx.Barrier(CLIENTS + 1), ctx.Queue()
-    workers = [ctx.Process(target=_client_process, args=(cluster, request, w, THROUGHPUT_SECONDS, start, results))
+    workers = [ctx.Process(target=_client_process, args=(cluster, request, (run * CLIENTS + w) * 10**7,
+                                                         THROUGHPUT_SECONDS, start, results))
                for w in range(CLIENTS)]
     for w in workers:
         w.start()
@@ -166,6 +171,8 @@ def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict
     for w in workers:
         w.join(30)
     done, errors = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
+    if errors > done:
+        raise RuntimeError(f"{errors} of {done + errors} requests failed, e.g. {next(o[3] for o in outcomes if o[3])}")
     out = {"rps": round(sum(o[0] / o[2] for o in outcomes), 1), "requests": done, "errors": errors}
     out |= {f"{name}_cpu_ms": round((cpu_seconds(pid) - cpu[name]) * 1000 / max(done, 1), 3)
             for name, pid in pids.items()}
@@ -213,8 +220,8 @@ def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
     pids = {"service": bench.pid, **{k: v for k, v in cluster.pids.items() if k in ("kube-apiserver", "etcd")}}
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
     for r in range(rounds):
-        for key, request in sides.items():
-            measured[key].append(saturate(cluster, request, pids))
+        for i, (key, request) in enumerate(sides.items()):
+            measured[key].append(saturate(cluster, request, pids, r * len(sides) + i))
             print(f"  throughput round {r} {key}: {measured[key][-1]}", flush=True)
     return summarize_throughput(measured)
 
@@ -250,6 +257,17 @@ def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[st
 # ---------------------------------------------------------------------------- one service
 
 
+def first_list_ms(bench: Bench) -> float:
+    """The first list of every Application after the objects were created: it also makes the projections the
+    service keeps for later lists (``shared.client.projections``), so the scale point's lists, which follow it,
+    measure the steady state, and this one is reported on its own."""
+    started = time.perf_counter()
+    bench.client.call("GET", bench.app_path(None))
+    elapsed = round((time.perf_counter() - started) * 1000, 1)
+    print(f"  first list after the creates: {elapsed} ms", flush=True)
+    return elapsed
+
+
 def one_namespace(cluster: Cluster, name: str, stack: Stack, rounds: int, extra_args: tuple[str, ...],
                   points: tuple[int, ...] = POINTS) -> dict[str, Any]:
     running = services.start(cluster, stack.service, extra_args=extra_args)
@@ -264,6 +282,7 @@ def one_namespace(cluster: Cluster, name: str, stack: Stack, rounds: int, extra_
             started = time.monotonic()
             bench.grow(total)
             print(f"{name}: {total} Applications present ({time.monotonic() - started:.0f} s)", flush=True)
+            out.setdefault("first_list_ms", {})[str(total)] = first_list_ms(bench)
             bench.scale_point(total)
             running, timing = startup(bench, running, "scale", f"s-{bench.scale_count - 1}", extra_args)
             out["startup_s"][str(total)] = timing["ready_s"]
@@ -287,9 +306,11 @@ def spread(cluster: Cluster, name: str, stack: Stack, extra_args: tuple[str, ...
         grow_spread(bench, total)
         print(f"{name}: {total} Applications over {SPREAD_NAMESPACES} namespaces "
               f"({time.monotonic() - started:.0f} s)", flush=True)
+        first = first_list_ms(bench)
         bench.scale_point(total)
         last = total - 2  # the seed is one of them; the last created
         _running, timing = startup(bench, running, f"spread-{last % SPREAD_NAMESPACES}", f"s-{last}", extra_args)
-        return {"namespaces": SPREAD_NAMESPACES, "point": bench.scale[-1], "startup": timing}
+        return {"namespaces": SPREAD_NAMESPACES, "point": bench.scale[-1], "startup": timing,
+                "first_list_ms": first}
     finally:
         services.stop(cluster, stack.service)
