@@ -209,17 +209,21 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
              "through it (from its cache) and the same list directly, then a restart timed to Ready (`/readyz` "
              "answers 200 and a watch from resourceVersion=0 on the service's own port delivers the last "
              "Application created):", "",
-             "| Applications | RSS MiB | KiB each over baseline | list ms | direct list ms | list ratio | "
-             "start-up to Ready | of which /readyz | RSS after the restart |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    rows = [(str(p["applications"]), p, at["startup"][str(p["applications"])]) for p in at["scale"]]
+             "| Applications | RSS MiB | KiB each over baseline | first list ms | list ms | direct list ms "
+             "| list ratio | start-up to Ready | of which /readyz | service / kube-apiserver CPU s until Ready "
+             "| RSS after the restart |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    firsts = at.get("first_list_ms", {})
+    rows = [(str(p["applications"]), p, at["startup"][str(p["applications"])], firsts.get(str(p["applications"])))
+            for p in at["scale"]]
     rows.append((f"{at['spread']['point']['applications']} over {at['spread']['namespaces']} namespaces",
-                 at["spread"]["point"], at["spread"]["startup"]))
-    for label, p, start in rows:
+                 at["spread"]["point"], at["spread"]["startup"], at["spread"].get("first_list_ms")))
+    for label, p, start, first in rows:
         per = (p["rss_mib"] - at["baseline_rss_mib"]) * 1024 / p["applications"]
-        lines.append(f"| {label} | {p['rss_mib']} | {per:.2f} | {p['list_ms']} | {p['direct_list_ms']} | "
-                     f"{list_ratio(p):.3f} | {start['ready_s']} s | {start['readyz_s']} s | "
-                     f"{start['rss_mib_after_start']} MiB |")
+        lines.append(f"| {label} | {p['rss_mib']} | {per:.2f} | {first if first is not None else ''} | "
+                     f"{p['list_ms']} | {p['direct_list_ms']} | {list_ratio(p):.3f} | {start['ready_s']} s | "
+                     f"{start['readyz_s']} s | {start.get('service_cpu_s', '')} / "
+                     f"{start.get('kube_apiserver_cpu_s', '')} | {start['rss_mib_after_start']} MiB |")
     t = at["throughput"]
     cpu = at["cpu_ms_per_request"]
     kube = at.get("kube_apiserver_cpu_ms_per_request", {})
