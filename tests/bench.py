@@ -102,7 +102,7 @@ class Client:
         try:
             self.conn.request(method, path, body=data, headers=headers)
             resp = self.conn.getresponse()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+        except (http.client.RemoteDisconnected, ssl.SSLEOFError, BrokenPipeError, ConnectionResetError):
             # kube-apiserver closed the kept-alive connection while it was idle (a long bulk step on other
             # connections): the request never reached it, so it is sent again on a new connection.
             self.conn.close()
