@@ -802,6 +802,23 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = on_fresh_cluster(functools.partial(hops if args.hops else run_stack, name=name, args=args))
         print(json.dumps(results, indent=1))
         return 0
+    try:
+        measure_parts(args, results, started)
+    except BaseException:
+        # What was measured before the failure is printed, so that a late failure does not lose the run.
+        print("bench failed; what it measured so far:\n" + json.dumps(results, indent=1), flush=True)
+        raise
+    if args.out:
+        from tests.bench_report import write_report
+
+        write_report(results, args.out)
+    else:
+        print(json.dumps(results, indent=1))
+    return 0
+
+
+def measure_parts(args: argparse.Namespace, results: dict[str, Any], started: float) -> None:
+    """The parts ``--parts`` names, into ``results``."""
     if "spec" in args.parts:
         for name in args.stacks:
             results[name] = on_fresh_cluster(functools.partial(run_stack, name=name, args=args))
@@ -824,13 +841,6 @@ def main(argv: list[str] | None = None) -> int:
             results.setdefault(name, {})["at_scale"] = at_scale
         results["at_scale_run"] = {"machine": machine(), "date": now(),
                                    "duration_s": round(time.monotonic() - scale_started)}
-    if args.out:
-        from tests.bench_report import write_report
-
-        write_report(results, args.out)
-    else:
-        print(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
