@@ -13,6 +13,12 @@ working, only later.  It is written by hand because no library makes a third-par
 lazy-loader libraries need the package itself to opt in).  A package whose ``__init__`` does more
 than re-export names is loaded as usual.
 
+The same call also hides the synchronous clients kopf imports when they are installed (``pykube`` and
+``kubernetes``, for ``isinstance`` checks and for login handlers the services replace with their own): the
+image has neither, but a test virtualenv has both for its tools, and importing them cost 0.5-0.8 s of every
+start-up there.  Hidden, ``import pykube`` raises ImportError in the service process, which is what kopf
+expects of a missing optional client.
+
 A process opts in: importing this module (or ``shared``) installs nothing.  Each service's entry
 point (``python -m helm_agl``, ``python -m tofu_agl``) calls :func:`install` before it imports the
 runtime, its app or kopf, since a package imported before the call is loaded as usual.
@@ -108,7 +114,15 @@ class _LazyPackageFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+#: Optional clients kopf imports if installed, which the services never use (see the module's docstring).
+HIDDEN_PACKAGES = ("pykube", "kubernetes")
+
+
 def install() -> None:
-    """Make :data:`LAZY_PACKAGES` lazy for this process (idempotent; no effect on packages imported already)."""
+    """Make :data:`LAZY_PACKAGES` lazy and hide :data:`HIDDEN_PACKAGES` for this process (idempotent; no
+    effect on packages imported already)."""
+    for name in HIDDEN_PACKAGES:
+        # A None entry in sys.modules is the import system's own "not importable": ImportError on import.
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     if not any(isinstance(finder, _LazyPackageFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _LazyPackageFinder())

@@ -124,7 +124,7 @@ def grow_spread(bench: Bench, total: int) -> None:
     def create(client: Client, i: int) -> None:
         name, namespace = f"s-{i}", f"spread-{i % SPREAD_NAMESPACES}"
         client.call("POST", bench.backing_path(namespace),
-                    bench.direct_body(bench.stack.prefix + name, {**labels, name_label: name}, namespace))
+                    bench.direct_body(bench.stack.prefix + name, {**labels, name_label: name}, namespace, name))
 
     bench.pool.run(create, list(range(total - bench.total)))
     bench.total = total

@@ -31,6 +31,7 @@ from shared.admission.cluster import add_warning
 from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
+from shared.api.watchview import WatchView, backing_field_selector
 from shared.bodies import JSON, Encoded, loads
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
@@ -183,11 +184,8 @@ class ApplicationStorage:
         return ",".join(s for s in (backing_selector(self.definition, self.group), selectors.render(user)) if s)
 
     def _backing_fields(self, options: ListOptions) -> str:
-        backing = tuple(
-            (field, op, backing_name(self.definition, value) if field == "metadata.name" else value)
-            for field, op, value in options.field_selector
-        )
-        return selectors.render_field_selector(backing)
+        return selectors.render_field_selector(
+            backing_field_selector(options.field_selector, lambda name: backing_name(self.definition, name)))
 
     def _rename(self, exc: ApiError, name: str) -> ApiError:
         """Speak of the Application, not the Terraform, for errors a user can act on."""
@@ -312,9 +310,9 @@ class ApplicationStorage:
                 "metadata": {"resourceVersion": rv}, "items": items}
 
     async def watch(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> AsyncIterator[JSON]:
-        user_selector = selectors.parse_label_selector(options.label_selector)
+        view = WatchView(namespace, options.label_selector, options.field_selector,
+                         lambda name: backing_name(self.definition, name))
         await self._informer.require_synced()
-        visible: set[tuple[str, str]] = set()
         subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks)
         try:
             async for event in subscription:
@@ -323,27 +321,12 @@ class ApplicationStorage:
                     yield {"type": kind, "object": {"apiVersion": self.info.api_version, "kind": self.info.kind,
                                                     "metadata": tf.get("metadata", {})}}
                     continue
+                if not view.may_show(tf):
+                    continue
                 app = self._to_app(tf) if kind == "DELETED" else await self._project(tf)
-                if app is None:
-                    continue
-                meta = app["metadata"]
-                key = (meta.get("namespace", ""), meta["name"])
-                if namespace and key[0] != namespace:
-                    continue
-                matches = selectors.matches(user_selector, meta.get("labels") or {}) and selectors.field_matches(
-                    options.field_selector, app
-                )
-                if kind == "DELETED":
-                    if key in visible or matches:
-                        visible.discard(key)
-                        yield {"type": "DELETED", "object": app}
-                elif matches:
-                    yield {"type": "MODIFIED" if key in visible and kind != "ADDED" else kind, "object": app}
-                    visible.add(key)
-                elif key in visible:
-                    # It stopped matching the selector: to this watcher it is gone.
-                    visible.discard(key)
-                    yield {"type": "DELETED", "object": app}
+                shown = view.event(kind, app) if app is not None else None
+                if shown is not None:
+                    yield shown
         except ApiError as exc:
             yield {"type": "ERROR", "object": exc.status()}
         finally:

@@ -21,7 +21,7 @@ from shared.api.errors import ApiError
 from shared.client import latency
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, Tuning, without_managed_fields
-from shared.client.kube import GVR, ObjectClient, api_client
+from shared.client.kube import GVR, ObjectClient, api_client, paging
 
 pytestmark = pytest.mark.integration
 
@@ -209,6 +209,42 @@ async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_objec
                        for obj in cached.values())
         finally:
             await informer.stop()
+    finally:
+        for name in names:
+            await _cleanup(oc, name)
+
+
+async def test_the_next_page_is_asked_for_before_this_page_is_decoded(api: kclient.ApiClient, run: str) -> None:
+    """kube-apiserver encodes page 2 while the service decodes page 1: the token read from a real page's tail
+    is the one its decoded metadata holds, and page 2 was requested before ``keep`` saw page 1's items.  A
+    built-in kind's list (ConfigMaps: ``metadata`` before ``items``) never yields a wrong token."""
+    oc = ObjectClient(api, TERRAFORMS)
+    names = [f"kube-shared-ahead-{run}-{i}" for i in range(5)]
+    selector = f"{SUITE_LABEL}=kube-shared-{run}"
+    for name in names:
+        await oc.create(NS, _terraform(name, run))
+    try:
+        raw = await oc._page(NS, selector, 2, None)
+        decoded = orjson.loads(raw)["metadata"]["continue"]
+        assert decoded and paging.continue_token(raw) == decoded
+        last = await oc._page(NS, selector, 10, None)
+        assert paging.continue_token(last) is None
+        configmaps = await ObjectClient(api, GVR("", "v1", "configmaps"))._page(None, "", 1, None)
+        assert paging.continue_token(configmaps) in (paging.UNKNOWN, orjson.loads(configmaps)["metadata"]["continue"])
+
+        asked: list[str | None] = []
+        real_page = oc._page
+
+        async def counted(namespace: str | None, labels: str, limit: int, token: str | None) -> bytes:
+            asked.append(token)
+            return await real_page(namespace, labels, limit, token)
+
+        oc._page = counted  # type: ignore[method-assign]
+        asked_when_kept: list[int] = []
+        listing = await oc.list_all(NS, selector, page_size=2,
+                                    keep=lambda item, _page: asked_when_kept.append(len(asked)) or item)
+        assert sorted(item["metadata"]["name"] for item in listing["items"]) == sorted(names)
+        assert len(asked) == 3 and asked_when_kept[:2] == [2, 2] and asked_when_kept[-1] == 3
     finally:
         for name in names:
             await _cleanup(oc, name)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -50,7 +51,8 @@ main = importlib.import_module(sys.argv[1] + ".__main__").main
 main(["--kubeconfig", "/nonexistent/kubeconfig", "--log-level", "ERROR"])
 print(json.dumps({
     "started": [{"component": s["component"], "build": callable(s["build"])} for s in started],
-    "modules": sorted(sys.modules),
+    "modules": sorted(name for name, module in sys.modules.items() if module is not None),
+    "hidden": sorted(name for name, module in sys.modules.items() if module is None),
     "added_finders": [type(f).__module__ + "." + type(f).__qualname__ for f in sys.meta_path if f not in before],
     "first_finder": type(sys.meta_path[0]).__module__ + "." + type(sys.meta_path[0]).__qualname__,
 }))
@@ -76,6 +78,17 @@ def test_entry_point_installs_the_lazy_client_imports(service: str) -> None:
     assert got["first_finder"] == lazy and got["added_finders"].count(lazy) == 1, got["added_finders"]
     assert "kubernetes_asyncio.client" in got["modules"] and "kopf" in got["modules"]
     assert GENERATED_MODEL not in got["modules"]
+
+
+@pytest.mark.parametrize("service", ["tofu_agl", "helm_agl"])
+def test_entry_point_hides_the_synchronous_clients_kopf_would_import(service: str) -> None:
+    """This environment has ``pykube`` and ``kubernetes`` (for the test tools); kopf imports both when it can.
+    The services use neither, so their entry point hides them and kopf starts without them."""
+    assert importlib.util.find_spec("pykube") is not None and importlib.util.find_spec("kubernetes") is not None
+    got = _run(SERVE_UP_TO_START, service)
+    assert {"pykube", "kubernetes"} <= set(got["hidden"])
+    loaded = [m for m in got["modules"] if m.split(".")[0] in ("pykube", "kubernetes")]
+    assert loaded == [] and "kopf" in got["modules"], loaded
 
 
 IMPORT_ALONE = """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
@@ -12,8 +13,17 @@ from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 
+from . import paging
 from .resources import GVR
-from .transport import DEFAULT_TIMEOUT, DEFAULT_WATCH_SECONDS, WATCH_READ_SLACK, request_json, watch_events
+from .transport import (
+    DEFAULT_TIMEOUT,
+    DEFAULT_WATCH_SECONDS,
+    WATCH_READ_SLACK,
+    decode_answer,
+    request_bytes,
+    request_json,
+    watch_events,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +116,23 @@ class ObjectClient:
         (410) mid-way, the whole list starts over so the result is never a mix of two snapshots.
         ``keep(item, page)``, when given, turns each item into what the list holds as its page
         arrives: a caller that keeps less than whole objects (a cache) then never holds every
-        object decoded at once, only one page of them.
+        object decoded at once, only one page of them.  The next page is asked for before this
+        one is decoded (:mod:`.paging`).
         """
         for _attempt in range(3):
             items: list[Any] = []
             token: str | None = None
+            ahead: asyncio.Task[bytes] | None = None
             try:
+                raw = await self._page(namespace, label_selector, page_size, None)
                 while True:
-                    page = await self.list(namespace, label_selector, limit=page_size, continue_token=token)
+                    early = paging.continue_token(raw)
+                    if isinstance(early, str):
+                        ahead = asyncio.ensure_future(self._page(namespace, label_selector, page_size, early))
+                        # The task runs up to its wait for the answer: on a kept-alive connection, nothing
+                        # before that suspends, so the request is out before the decode below holds the loop.
+                        await asyncio.sleep(0)
+                    page = decode_answer(raw, "GET", self.gvr.path(namespace))
                     got = page.get("items") or []
                     items.extend(got if keep is None else [keep(item, page) for item in got])
                     meta = page.get("metadata") or {}
@@ -122,11 +141,28 @@ class ObjectClient:
                         page["items"] = items
                         page["metadata"] = {"resourceVersion": meta.get("resourceVersion", "")}
                         return page
+                    if ahead is None or token != early:
+                        raw = await self._page(namespace, label_selector, page_size, token)
+                    else:
+                        raw, ahead = await ahead, None
             except ApiError as exc:
                 if exc.code != 410 or token is None:
                     raise
                 log.info("list of %s: continue token expired, listing again", self.gvr.plural)
+            finally:
+                if ahead is not None:
+                    ahead.cancel()
+                    if ahead.done() and not ahead.cancelled():
+                        ahead.exception()  # retrieved: the failure that matters was raised above
         raise errors.unavailable(f"could not list {self.gvr.plural}: the list kept changing")
+
+    async def _page(self, namespace: str | None, label_selector: str, limit: int, token: str | None) -> bytes:
+        """One page of a paged list, undecoded."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        query.append(("limit", str(limit)))
+        if token:
+            query.append(("continue", token))
+        return await request_bytes(self.api, "GET", self.gvr.path(namespace), query=query, request_timeout=self.timeout)
 
     async def create(
         self, namespace: str | None, body: JSON, dry_run: bool = False, field_validation: str = "Strict"

@@ -97,14 +97,27 @@ async def request_json(
     Usable for any kube path (SubjectAccessReviews, Events, ConfigMaps) so that every kube call
     of a service shares the same error semantics.
     """
+    raw = await request_bytes(api, method, path, query=query, body=body, content_type=content_type,
+                              request_timeout=request_timeout)
+    return decode_answer(raw, method, path)
+
+
+async def request_bytes(
+    api: kclient.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Iterable[tuple[str, str]] = (),
+    body: Any = None,
+    content_type: str = "application/json",
+    request_timeout: float = DEFAULT_TIMEOUT,
+) -> bytes:
+    """:func:`request_json`'s answer before it is decoded (see :func:`decode_answer`)."""
     # Uncompressed: kube-apiserver gzips an answer over 128 KiB when asked to (aiohttp asks by default), and
     # between a service and its API server that costs both ends CPU (a list page of 500 objects is 1-2 MB)
     # to save bandwidth a cluster network has plenty of; a start with 50 000 objects lists 100 such pages.
     headers = {"Accept": "application/json", "Content-Type": content_type, "Accept-Encoding": "identity"}
     try:
-        # Decoded here, with orjson: several times faster than the generated client's json module and
-        # "deserialize" walk, and it shares the keys it decodes across objects (less memory for what
-        # the informers keep).
         resp = await send(api, method, path, query, headers=headers, body=body,
                           limits=aiohttp.ClientTimeout(total=request_timeout))
         try:
@@ -117,7 +130,14 @@ async def request_json(
         raise unavailable_error(exc) from exc
     if not 200 <= resp.status < 300:
         raise status_error(resp.status, raw, resp.headers)
+    return raw
+
+
+def decode_answer(raw: bytes, method: str, path: str) -> JSON:
+    """A successful answer decoded; an object is expected (anything else reads as empty)."""
     try:
+        # orjson: several times faster than the generated client's json module and "deserialize" walk, and
+        # it shares the keys it decodes across objects (less memory for what the informers keep).
         data = loads(raw) if raw else {}
     except ValueError as exc:
         raise errors.internal(f"kube-apiserver answered {method} {path} with malformed JSON: {raw[:200]!r}") from exc
