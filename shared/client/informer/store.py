@@ -7,6 +7,7 @@ that knows when its revision moves on.
 from __future__ import annotations
 
 import asyncio
+import bisect
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -42,6 +43,8 @@ class Store:
 
     def __init__(self) -> None:
         self._objects: dict[Key, Entry] = {}
+        #: The keys in list order, kept between lists while no object is added or removed (None: sort again).
+        self._order: list[Key] | None = None
         self.rv = ""
         self.rv_int = 0
         #: Set (and replaced) whenever the revision advances; readers wait on it.
@@ -60,23 +63,34 @@ class Store:
         return self._objects
 
     def put(self, key: Key, entry: Entry) -> None:
+        if key not in self._objects:
+            self._order = None
         self._objects[key] = entry
 
     def remove(self, key: Key) -> None:
-        self._objects.pop(key, None)
+        if self._objects.pop(key, None) is not None:
+            self._order = None
 
     def replace(self, objects: dict[Key, Entry]) -> None:
         """Hold exactly ``objects`` (a relist's answer)."""
         self._objects = objects
+        self._order = None
 
     def snapshot(self) -> list[Entry]:
         """Every object, ordered by resourceVersion (the order a replay of them must keep)."""
         return sorted(self._objects.values())
 
     def cached(self, namespace: str | None = None) -> list[Cached]:
-        """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them."""
-        return [Cached(key, entry.rv, entry.packed) for key, entry in sorted(self._objects.items())
-                if not namespace or key[0] == namespace]
+        """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them.
+
+        Most lists find the same keys as the one before (objects change far more often than they come and go),
+        so the order is kept until a key is added or removed; a namespace's objects are one run of it."""
+        if self._order is None:
+            self._order = sorted(self._objects)
+        order, objects = self._order, self._objects
+        if namespace:
+            order = order[bisect.bisect_left(order, (namespace, "")):bisect.bisect_left(order, (namespace + "\0", ""))]
+        return [Cached(key, (entry := objects[key]).rv, entry.packed) for key in order]
 
     # ------------------------------------------------------------------ revision
 
