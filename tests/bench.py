@@ -811,8 +811,15 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = on_fresh_cluster(functools.partial(hops if args.hops else run_stack, name=name, args=args))
         print(json.dumps(results, indent=1))
         return 0
+    def checkpoint() -> None:
+        # Each part is written as it ends: a failure in a later part keeps an earlier part's figures.
+        if args.out:
+            from tests.bench_report import write_report
+
+            write_report(results, args.out)
+
     try:
-        measure_parts(args, results, started)
+        measure_parts(args, results, started, checkpoint)
     except BaseException:
         # What was measured before the failure is printed, so that a late failure does not lose the run.
         print("bench failed; what it measured so far:\n" + json.dumps(results, indent=1), flush=True)
@@ -826,13 +833,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def measure_parts(args: argparse.Namespace, results: dict[str, Any], started: float) -> None:
-    """The parts ``--parts`` names, into ``results``."""
+def measure_parts(args: argparse.Namespace, results: dict[str, Any], started: float,
+                  checkpoint: Callable[[], None]) -> None:
+    """The parts ``--parts`` names, into ``results``; ``checkpoint`` after the first of two."""
     if "spec" in args.parts:
         for name in args.stacks:
             results[name] = on_fresh_cluster(functools.partial(run_stack, name=name, args=args))
         results["machine"], results["date"] = machine(), now()
         results["duration_s"] = round(time.monotonic() - started)
+        if "scale" in args.parts:
+            checkpoint()
     if "scale" in args.parts:
         from tests import bench_scale
 
