@@ -137,6 +137,9 @@ def test_watch_from_a_lost_resource_version_is_410_and_relist_is_exact(
     services.stop(control_plane, services.HELM_AGL)
     control_plane.restart_apiserver()
     services.start(control_plane, services.HELM_AGL)
+    # The APIService is Available once the new process answers; its kinds are served once it has read the
+    # definitions (a full CI run once wrote the changes in between and got a 404).
+    wait_for(lambda: api.request("GET", _redises(ns))[0] == 200, "redis kind served after the restart", timeout=60)
     _write_missed_changes(control_plane, ns)
 
     events = _stream(api, ns, last_seen)
