@@ -8,6 +8,7 @@ kube-apiserver's own: strict field validation, schema violations, optimistic con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -174,16 +175,25 @@ async def test_informer_sees_create_update_delete(api: kclient.ApiClient, run: s
         await _cleanup(oc, name)
 
 
+@contextlib.asynccontextmanager
+async def _created(oc: ObjectClient, stem: str, count: int, run: str) -> AsyncIterator[tuple[list[str], str]]:
+    """``count`` Terraforms of this run, deleted afterwards; yields their names and the run's label selector."""
+    names = [f"{stem}-{i}" for i in range(count)]
+    for name in names:
+        await oc.create(NS, _terraform(name, run))
+    try:
+        yield names, f"{SUITE_LABEL}=kube-shared-{run}"
+    finally:
+        for name in names:
+            await _cleanup(oc, name)
+
+
 async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_object(
         api: kclient.ApiClient, run: str) -> None:
     """``keep`` sees every item once, as its page arrives (7 objects, pages of 3: three pages), and an
     informer that caches through it holds all of them, transformed."""
     oc = ObjectClient(api, TERRAFORMS)
-    names = [f"kube-shared-page-{run}-{i}" for i in range(7)]
-    selector = f"{SUITE_LABEL}=kube-shared-{run}"
-    for name in names:
-        await oc.create(NS, _terraform(name, run))
-    try:
+    async with _created(oc, f"kube-shared-page-{run}", 7, run) as (names, selector):
         pages: list[int] = []
 
         def keep(item: dict[str, Any], page: dict[str, Any]) -> str:
@@ -209,9 +219,6 @@ async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_objec
                        for obj in cached.values())
         finally:
             await informer.stop()
-    finally:
-        for name in names:
-            await _cleanup(oc, name)
 
 
 async def test_the_next_page_is_asked_for_before_this_page_is_decoded(api: kclient.ApiClient, run: str) -> None:
@@ -219,11 +226,7 @@ async def test_the_next_page_is_asked_for_before_this_page_is_decoded(api: kclie
     is the one its decoded metadata holds, and page 2 was requested before ``keep`` saw page 1's items.  A
     built-in kind's list (ConfigMaps: ``metadata`` before ``items``) never yields a wrong token."""
     oc = ObjectClient(api, TERRAFORMS)
-    names = [f"kube-shared-ahead-{run}-{i}" for i in range(5)]
-    selector = f"{SUITE_LABEL}=kube-shared-{run}"
-    for name in names:
-        await oc.create(NS, _terraform(name, run))
-    try:
+    async with _created(oc, f"kube-shared-ahead-{run}", 5, run) as (names, selector):
         raw = await oc._page(NS, selector, 2, None)
         decoded = orjson.loads(raw)["metadata"]["continue"]
         assert decoded and paging.continue_token(raw) == decoded
@@ -245,9 +248,6 @@ async def test_the_next_page_is_asked_for_before_this_page_is_decoded(api: kclie
                                     keep=lambda item, _page: asked_when_kept.append(len(asked)) or item)
         assert sorted(item["metadata"]["name"] for item in listing["items"]) == sorted(names)
         assert len(asked) == 3 and asked_when_kept[:2] == [2, 2] and asked_when_kept[-1] == 3
-    finally:
-        for name in names:
-            await _cleanup(oc, name)
 
 
 async def test_event_recorder_writes_and_aggregates(api: kclient.ApiClient, run: str) -> None:

@@ -20,7 +20,7 @@ from .transport import (
     DEFAULT_WATCH_SECONDS,
     WATCH_READ_SLACK,
     decode_answer,
-    request_bytes,
+    get_bytes,
     request_json,
     watch_events,
 )
@@ -162,7 +162,7 @@ class ObjectClient:
         query.append(("limit", str(limit)))
         if token:
             query.append(("continue", token))
-        return await request_bytes(self.api, "GET", self.gvr.path(namespace), query=query, request_timeout=self.timeout)
+        return await get_bytes(self.api, self.gvr.path(namespace), query, self.timeout)
 
     async def create(
         self, namespace: str | None, body: JSON, dry_run: bool = False, field_validation: str = "Strict"

@@ -97,22 +97,19 @@ async def request_json(
     Usable for any kube path (SubjectAccessReviews, Events, ConfigMaps) so that every kube call
     of a service shares the same error semantics.
     """
-    raw = await request_bytes(api, method, path, query=query, body=body, content_type=content_type,
-                              request_timeout=request_timeout)
+    raw = await _exchange(api, method, path, query, body, content_type, request_timeout)
     return decode_answer(raw, method, path)
 
 
-async def request_bytes(
-    api: kclient.ApiClient,
-    method: str,
-    path: str,
-    *,
-    query: Iterable[tuple[str, str]] = (),
-    body: Any = None,
-    content_type: str = "application/json",
-    request_timeout: float = DEFAULT_TIMEOUT,
-) -> bytes:
-    """:func:`request_json`'s answer before it is decoded (see :func:`decode_answer`)."""
+async def get_bytes(api: kclient.ApiClient, path: str, query: Iterable[tuple[str, str]],
+                    request_timeout: float) -> bytes:
+    """A GET's answer before it is decoded: a list page whose continue token is read first (:mod:`.paging`)."""
+    return await _exchange(api, "GET", path, query, None, "application/json", request_timeout)
+
+
+async def _exchange(api: kclient.ApiClient, method: str, path: str, query: Iterable[tuple[str, str]], body: Any,
+                    content_type: str, request_timeout: float) -> bytes:
+    """One request sent and its successful answer read whole; errors come out as :class:`ApiError`."""
     # Uncompressed: kube-apiserver gzips an answer over 128 KiB when asked to (aiohttp asks by default), and
     # between a service and its API server that costs both ends CPU (a list page of 500 objects is 1-2 MB)
     # to save bandwidth a cluster network has plenty of; a start with 50 000 objects lists 100 such pages.
