@@ -32,7 +32,7 @@ from shared.api import errors, ownership, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.api.watchview import WatchView, backing_field_selector
-from shared.bodies import JSON, Encoded, loads
+from shared.bodies import JSON, Encoded
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
 from shared.client.informer import Informer, Key, keeping_spec
@@ -245,7 +245,7 @@ class ApplicationStorage:
         found = await self._informer.lookup(key, resource_version)
         if found is None:
             return None
-        tf: JSON | None = loads(found.packed) if found.packed is not None else None
+        tf: JSON | None = self._informer.unpack(found.packed) if found.packed is not None else None
         if tf is None or not is_application(tf, self.definition.kind, self.group):
             raise self._not_found(name)
         return tf

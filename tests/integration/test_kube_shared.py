@@ -213,7 +213,7 @@ async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_objec
                 await informer.wait_synced()
             answer = await informer.entries("0")
             assert answer is not None
-            cached = {entry.key[1]: orjson.loads(entry.packed) for entry in answer[0]}
+            cached = {entry.key[1]: informer.unpack(entry.packed) for entry in answer[0]}
             assert sorted(cached) == sorted(names)
             assert all("managedFields" not in obj["metadata"] and obj["kind"] == "Terraform"
                        for obj in cached.values())

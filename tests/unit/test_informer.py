@@ -8,7 +8,6 @@ knobs to break the watch, expire it with a 410 ERROR event, or take the "server"
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -459,13 +458,13 @@ async def test_lookup_answers_gets_at_a_resource_version_from_the_cache() -> Non
     inf = await _informer(kube, catch_up=0.05)
     try:
         found = await inf.lookup(("ns", "a"), "0")
-        assert found is not None and found.packed is not None and json.loads(found.packed)["spec"] == {"value": "1"}
+        assert found is not None and found.packed is not None and inf.unpack(found.packed)["spec"] == {"value": "1"}
         absent = await inf.lookup(("ns", "b"), "0")
         assert absent is not None and absent.packed is None
         written = kube.put("a", "2")
         at = written["metadata"]["resourceVersion"]
         seen = await inf.lookup(("ns", "a"), at)
-        assert seen is not None and seen.packed is not None and json.loads(seen.packed)["spec"] == {"value": "2"}
+        assert seen is not None and seen.packed is not None and inf.unpack(seen.packed)["spec"] == {"value": "2"}
         assert seen.rv == int(at), "the revision comes with the object: a reader tells by it what is still current"
         assert await inf.lookup(("ns", "a"), "") is None
         assert await inf.lookup(("ns", "a"), "not-a-version") is None

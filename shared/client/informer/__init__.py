@@ -14,7 +14,7 @@ The pieces, in the order data flows through them (client-go's ``tools/cache`` ha
 
 from .fanout import Subscription
 from .informer import Informer, Tuning, consistent_list_answers
-from .packing import Key, Packed, pack, parse_rv
+from .packing import Key, Packed, Packer, parse_rv
 from .store import Cached, Lookup
 from .transforms import Transform, keeping_spec, without_managed_fields
 
@@ -24,12 +24,12 @@ __all__ = [
     "Key",
     "Lookup",
     "Packed",
+    "Packer",
     "Subscription",
     "Transform",
     "Tuning",
     "consistent_list_answers",
     "keeping_spec",
-    "pack",
     "parse_rv",
     "without_managed_fields",
 ]

@@ -15,7 +15,7 @@ from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 
-from .packing import Packed, unpacked
+from .packing import Packed, Packer
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,10 @@ class Fanout:
     """
 
     def __init__(self, name: str, queue_size: int, synced: asyncio.Event,
-                 replay: Callable[[Subscription], None]) -> None:
+                 replay: Callable[[Subscription], None], packer: Packer) -> None:
         self.name = name
+        #: The cache's packer: each subscription unpacks its own copy of an object as it hands it out.
+        self.packer = packer
         self._max = max(queue_size, 1)
         self.synced = synced
         self._replay = replay
@@ -140,10 +142,10 @@ class Subscription:
         while True:
             if self.replay:
                 type_, obj = self.replay.popleft()
-                return {"type": type_, "object": unpacked(obj)}
+                return {"type": type_, "object": self._fanout.packer.unpacked(obj)}
             if self._buf:
                 type_, obj = self._buf.popleft()
-                return {"type": type_, "object": unpacked(obj)}
+                return {"type": type_, "object": self._fanout.packer.unpacked(obj)}
             if self._done:
                 error, self._error = self._error, None
                 if error is not None:

@@ -36,7 +36,7 @@ from shared.client.kube import ObjectClient
 from .consistency import ConsistentReads
 from .fanout import BOOKMARK, Fanout, Subscription
 from .history import History, Record
-from .packing import Key, key_of, pack, parse_rv, rv_or_zero, rv_text
+from .packing import Key, Packed, Packer, key_of, parse_rv, rv_or_zero, rv_text
 from .reflector import ListFn, Reflector, WatchFn
 from .relist import ADDED, DELETED, MODIFIED, Reset, relist_changes
 from .source import ProbeFn, Source, kube_source
@@ -81,8 +81,9 @@ class Informer:
     """Cache and replayable watch of one resource (optionally one namespace / label selector).
 
     Either pass an :class:`ObjectClient` or inject ``list_fn``/``watch_fn`` (and ``probe_fn``) for
-    another source (tests).  The cache keeps each object packed; :meth:`entries` hands them out
-    still packed, and subscriptions hand out fresh copies, which their readers may mutate.
+    another source (tests).  The cache keeps each object packed (:class:`.packing.Packer`); :meth:`entries`
+    hands them out still packed, for :meth:`unpack`, and subscriptions hand out fresh copies, which their
+    readers may mutate.
     """
 
     def __init__(
@@ -117,9 +118,10 @@ class Informer:
         #: The fence's events move the cache's resourceVersion on; the object itself is never kept.
         self._fence_key = fence.key if fence is not None else None
         self._store = Store()
+        self._packer = Packer()
         self._history = History(tuning.history_size)
         self._synced = asyncio.Event()
-        self._fanout = Fanout(self.name, tuning.queue_size, self._synced, self._replay)
+        self._fanout = Fanout(self.name, tuning.queue_size, self._synced, self._replay, self._packer)
         self._reads = ConsistentReads(self.name, self._store, source.probe_fn, fence,
                                       catch_up=tuning.catch_up, fence_wait=tuning.fence_wait)
         self._reflector = Reflector(
@@ -200,6 +202,10 @@ class Informer:
     def size(self) -> int:
         """How many objects the cache holds now."""
         return len(self._store)
+
+    def unpack(self, packed: Packed) -> JSON:
+        """A fresh decoded copy of one of this cache's packed objects (from :meth:`entries` or :meth:`lookup`)."""
+        return self._packer.unpack(packed)
 
     def holds(self, key: Key) -> bool:
         """Whether the cache holds the object ``key`` (namespace, name) now."""
@@ -286,7 +292,7 @@ class Informer:
         if rv <= self._store.rv_int:
             # Already seen (kube never resends, but a duplicate must never reach subscribers).
             return
-        packed = pack(self._transform(obj) if self._transform is not None else obj)
+        packed = self._packer.pack(self._transform(obj) if self._transform is not None else obj)
         if type_ == DELETED:
             self._store.remove(key)
         else:
@@ -310,7 +316,7 @@ class Informer:
             log.info("%s: synced %d objects at resourceVersion %s", self.name, len(fresh), text)
             return
         try:
-            changes = relist_changes(self._store.objects(), fresh, self._store.rv_int, list_rv)
+            changes = relist_changes(self._store.objects(), fresh, self._store.rv_int, list_rv, self._packer)
         except Reset as why:
             log.warning("%s: %s; closing all watches with 410", self.name, why)
             self._fanout.end_all(errors.gone(f"the watch cache was reset: {why}"))
@@ -347,7 +353,7 @@ class Informer:
         self._fill_type(item)
         if self._transform is not None:
             item = self._transform(item)
-        return key, Entry(rv_or_zero(item), pack(item))
+        return key, Entry(rv_or_zero(item), self._packer.pack(item))
 
     def _restart(self, fresh: dict[Key, Entry], text: str, list_rv: int) -> None:
         """Hold ``fresh`` as listed at ``list_rv``, with no history before it."""

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.bodies import loads
-
 from .history import Record
-from .packing import Key, pack
+from .packing import Key, Packer
 from .store import Entry
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -21,7 +19,8 @@ class Reset(Exception):
     """The upstream state cannot be reconciled with the history; subscribers must list again."""
 
 
-def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last: int, list_rv: int) -> list[Record]:
+def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last: int, list_rv: int,
+                   packer: Packer) -> list[Record]:
     """Synthetic events turning ``cached`` (current at ``last``) into ``fresh`` (listed at ``list_rv``).
 
     Changed objects keep their own RVs.  A deleted object's true deletion revision is unknown, but it
@@ -44,9 +43,9 @@ def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last
     if gone:
         free = _free_revisions(len(gone), {rec.rv for rec in changes}, last, list_rv)
         for key, rv in zip(gone, free, strict=True):
-            tomb = loads(cached[key].packed)
+            tomb = packer.unpack(cached[key].packed)
             tomb.setdefault("metadata", {})["resourceVersion"] = str(rv)
-            changes.append(Record(rv, DELETED, pack(tomb)))
+            changes.append(Record(rv, DELETED, packer.pack(tomb)))
     changes.sort(key=lambda rec: rec.rv)
     return changes
 
