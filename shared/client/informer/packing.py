@@ -22,6 +22,8 @@ Key = tuple[str, str]
 Packed = bytes
 #: zstd's lowest level: a 2.7 KB Terraform against a dictionary of its kind packs into about 100 bytes in 2-3 µs.
 _LEVEL = 1
+#: The first byte of an object's JSON encoding ("{"); a zstd frame starts with 0x28.
+_JSON_OBJECT = 0x7B
 
 
 class Packer:
@@ -65,7 +67,7 @@ class Packer:
 
     def unpack_encoded(self, packed: Packed) -> bytes:
         """The JSON encoding of a packed object."""
-        if packed[:1] == b"{" or self._decompressor is None:
+        if self._decompressor is None or packed[0] == _JSON_OBJECT:
             return packed
         return self._decompressor.decompress(packed)
 
