@@ -127,9 +127,10 @@ def project_status(backing: Mapping[str, Any]) -> JSON:
         status["observedGeneration"] = derived.observed_generation
     if hr_status.get("lastAttemptedRevision"):
         status["version"] = hr_status["lastAttemptedRevision"]
-    status["conditions"] = [copy.deepcopy(c) for c in derived.conditions] + [
-        copy.deepcopy(c) for c in hr_status.get("conditions") or [] if c.get("type") in SHOWN_CONDITIONS
-    ]
+    # Conditions hold scalars only (metav1.Condition; the HelmRelease CRD's schema prunes anything else), so a
+    # shallow copy is a whole one; ``derived``'s are new already.
+    status["conditions"] = [*derived.conditions, *(
+        dict(c) for c in hr_status.get("conditions") or [] if c.get("type") in SHOWN_CONDITIONS)]
     return status
 
 

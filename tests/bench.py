@@ -370,7 +370,7 @@ class Bench:
         its handler (``outside_ms``: kube-apiserver's proxying both ways and the HTTP/TLS of the first hop), its own
         steps (``steps_ms``: the handler's time less its backing kube calls) and those calls (``kube_ms``), and
         what they took over the same operation done directly (``kube_over_direct_ms``: the second hop, and
-        kube-apiserver busier with the service's background work, such as the create's Event)."""
+        kube-apiserver busier with the service's background work, such as its informer's watch)."""
         rounds = self.inside[key]
         if not rounds:
             return {}

@@ -53,6 +53,10 @@ def spec_json(results: dict[str, Any]) -> dict[str, Any]:
                         "throughput": {op: {"aggregated": t["aggregated"], "direct": t["direct"]}
                                        for op, t in at["throughput"].items() if op in ("get", "create")},
                         "cpu_ms_per_request": at["cpu_ms_per_request"]}
+            if "throughput_replicas" in at:
+                replicas = at["throughput_replicas"]
+                figures["throughput_replicas"] = {"replicas": replicas["replicas"],
+                                                  "get": {k: replicas["get"][k] for k in ("aggregated", "direct")}}
         out[stack] = {**figures, "rss_mib": rss}
     out["machine"] = results.get("machine")
     out["date"] = results.get("date")
@@ -167,7 +171,7 @@ def markdown(results: dict[str, Any]) -> str:
                       "through `tests.relay` (`relay_get`, `relay_create`), an aggregated server that does nothing "
                       "but pass the request on to kube-apiserver with the services' own HTTP and TLS stack; *own* is "
                       "what the service adds above it (its caller's authentication and authorization, admission, "
-                      "validation, translation, projection, the Event). The *first hop only* is the direct "
+                      "validation, translation, projection). The *first hop only* is the direct "
                       "operation plus one request the service answers from memory (`aggregation_hop`). Medians of "
                       "the rounds:", "",
                       "| benchmark | ratio | floor: the two hops alone (relay) | own | first hop only |",
@@ -185,7 +189,7 @@ def markdown(results: dict[str, Any]) -> str:
                           "authorization of the caller, admission, validation, translation, field management, "
                           "projection). *Its kube requests*, and what they took over the same operation done "
                           "directly (the second hop, and a kube-apiserver busier with what the service does in the "
-                          "background, such as the create's Event):", "",
+                          "background, such as the informer's watch of what it wrote):", "",
                           "| benchmark | through the service | outside the service | its steps | its kube requests | "
                           "direct | kube requests over direct |", "|---|---:|---:|---:|---:|---:|---:|"]
                 for key, floor in r["floors"].items():
@@ -252,7 +256,23 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
         direct_key = "create_direct" if op == "create" else "get_direct"
         lines.append(f"| {label} | {t[op][agg]} | {t[op][direct]} | {t[op][ratio]:.3f} | {cpu[cpu_key]} | "
                      f"{kube.get(kube_key, '')} / {kube.get(direct_key, '')} |")
+    if replicas := at.get("throughput_replicas"):
+        lines += ["", replica_line(replicas)]
     return [*lines, ""]
+
+
+def replica_line(r: dict[str, Any]) -> str:
+    """The gets through several replicas of the service on one port, against direct gets in the same rounds."""
+    get, kube = r["get"], r["kube_apiserver_cpu_ms_per_request"]
+    per_replica = ", ".join(f"{name} {cpu['get']} / {cpu['get_rv0']}"
+                            for name, cpu in r["replica_cpu_ms_per_request"].items())
+    return (f"The same gets through {r['replicas']} replicas of the service on its one port (`--reuse-port`, the "
+            f"kernel spreading kube-apiserver's connections; leader election on), medians of {r['rounds']} rounds: "
+            f"consistent {get['aggregated']} req/s against {get['direct']} directly, ratio **{get['ratio']:.3f}**; "
+            f"resourceVersion=0 {get['aggregated_rv0']} req/s, ratio {get['ratio_rv0']:.3f}. Each replica's CPU ms "
+            f"per get, consistent / rv=0: {per_replica}; kube-apiserver's per consistent get "
+            f"{kube.get('get_aggregated', '')} through, {kube.get('get_direct', '')} direct "
+            f"(requests that failed: {r['errors']}).")
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

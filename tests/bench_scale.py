@@ -28,9 +28,10 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from localcluster import aggregation, services
+from localcluster import aggregation, processes, services
 from localcluster.cluster import Cluster
 
 from tests.bench import SAMPLES, Bench, Client, Stack, cpu_seconds, rss_kib
@@ -43,6 +44,8 @@ CLIENTS = 16
 THROUGHPUT_SECONDS = 8.0
 #: Rounds of the throughput runs, at most (each round is five runs of ``THROUGHPUT_SECONDS``).
 THROUGHPUT_ROUNDS = 3
+#: Processes of the service in the replica run (one host, one port shared with SO_REUSEPORT).
+REPLICAS = 2
 #: Bounds of the waits (a start-up that takes longer is reported as failed, not waited for).
 STARTUP_TIMEOUT = 180.0
 
@@ -199,15 +202,11 @@ def wait_quiet(pid: int, *, below: float = 0.05, window: float = 2.0, timeout: f
 def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
     """Gets and creates at saturation through the service and directly, interleaved round by round, once the
     service is idle."""
-    s, cluster = bench.stack, bench.cluster
+    cluster = bench.cluster
     print(f"  service idle after {wait_quiet(bench.pid)} s", flush=True)
     bench.client.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                       "metadata": {"name": "throughput"}})
     labels = {"bench": "throughput"}
-    name = "s-0"
-
-    def get(path: str) -> Callable[[Client, int], Any]:
-        return lambda client, _i: client.call("GET", path)
 
     def create_app(client: Client, i: int) -> Any:
         return client.call("POST", bench.app_path("throughput"), bench.app("throughput", f"t-{i}"))
@@ -216,19 +215,94 @@ def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
         return client.call("POST", bench.backing_path("throughput") + "?fieldValidation=Strict",
                            bench.direct_body(f"direct-t-{i}", labels, "throughput"))
 
-    sides: dict[str, Callable[[Client, int], Any]] = {
-        "get_aggregated": get(bench.app_path("scale", name)),
-        "get_rv0_aggregated": get(bench.app_path("scale", name) + "?resourceVersion=0"),
-        "get_direct": get(bench.backing_path("scale", s.prefix + name)),
-        "create_aggregated": create_app, "create_direct": create_direct,
-    }
-    pids = {"service": bench.pid, **{k: v for k, v in cluster.pids.items() if k in ("kube-apiserver", "etcd")}}
+    sides = {**get_sides(bench), "create_aggregated": create_app, "create_direct": create_direct}
+    pids = {"service": bench.pid, **kube_pids(cluster)}
+    return summarize_throughput(interleaved(cluster, sides, pids, rounds))
+
+
+def get_sides(bench: Bench) -> dict[str, Callable[[Client, int], Any]]:
+    """Gets of one Application of the scale namespace: consistent and at rv=0 through the service, and of its
+    backing object directly."""
+    name = "s-0"
+
+    def get(path: str) -> Callable[[Client, int], Any]:
+        return lambda client, _i: client.call("GET", path)
+
+    return {"get_aggregated": get(bench.app_path("scale", name)),
+            "get_rv0_aggregated": get(bench.app_path("scale", name) + "?resourceVersion=0"),
+            "get_direct": get(bench.backing_path("scale", bench.stack.prefix + name))}
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited child not yet waited for is a zombie, which ``kill(pid, 0)`` finds)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def kube_pids(cluster: Cluster) -> dict[str, int]:
+    return {k: v for k, v in cluster.pids.items() if k in ("kube-apiserver", "etcd")}
+
+
+def interleaved(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
+                rounds: int) -> dict[str, list[dict[str, float]]]:
+    """``saturate`` each side once per round, the sides in turn."""
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
     for r in range(rounds):
         for i, (key, request) in enumerate(sides.items()):
             measured[key].append(saturate(cluster, request, pids, r * len(sides) + i))
             print(f"  throughput round {r} {key}: {measured[key][-1]}", flush=True)
-    return summarize_throughput(measured)
+    return measured
+
+
+def replica_throughput(bench: Bench, extra_args: tuple[str, ...], rounds: int) -> tuple[services.Running,
+                                                                                         dict[str, Any]]:
+    """Gets at saturation through ``REPLICAS`` processes of the service behind its APIService, against direct
+    gets in the same rounds: the next step the issue names when one process is the limit.
+
+    The replicas share the service's port (``--reuse-port``): the kernel spreads kube-apiserver's connections
+    over them as kube-proxy spreads a Service's over its pods, with no relay of its own on the two cores. They
+    elect a leader, as replicas in a cluster do. Each replica's CPU per request shows that both served. Returns
+    the first replica (the one the service's record names, which ``services.stop`` ends)."""
+    cluster, service = bench.cluster, bench.stack.service
+    args = (*extra_args, "--reuse-port", "--leader-elect")
+    first, _started = services.restart(cluster, service, extra_args=args)
+    others = [services.launch(cluster, service, port=first.port, extra_args=args,
+                              log_file=first.log.with_name(f"{service.name}-replica-{i}.log"))
+              for i in range(1, REPLICAS)]
+    try:
+        pids = {"replica-0": first.pid, **{f"replica-{i}": p.pid for i, p in enumerate(others, 1)}}
+        for pid in pids.values():
+            wait_quiet(pid, timeout=STARTUP_TIMEOUT)  # each lists every object, then idles
+        if dead := [name for name, pid in pids.items() if not alive(pid)]:
+            raise RuntimeError(f"{', '.join(dead)} of {service.name} exited; see {first.log.parent}")
+        aggregation.wait_available(cluster, service.group, service.version, timeout=STARTUP_TIMEOUT)
+        bench.pid = first.pid
+        print(f"  {REPLICAS} replicas on port {first.port}: {pids}", flush=True)
+        measured = interleaved(cluster, get_sides(bench), {**pids, **kube_pids(cluster)}, rounds)
+    finally:
+        for other in others:
+            processes.terminate(other.pid, grace=10)
+
+    def median(key: str, field: str) -> float:
+        return round(statistics.median(m[field] for m in measured[key]), 3)
+
+    def ratio(aggregated: str) -> float:
+        return round(statistics.median(a["rps"] / d["rps"] for a, d in zip(measured[aggregated],
+                                                                           measured["get_direct"], strict=True)), 3)
+
+    return first, {"replicas": REPLICAS, "rounds": rounds,
+                   "get": {"aggregated": median("get_aggregated", "rps"), "direct": median("get_direct", "rps"),
+                           "ratio": ratio("get_aggregated"),
+                           "aggregated_rv0": median("get_rv0_aggregated", "rps"),
+                           "ratio_rv0": ratio("get_rv0_aggregated")},
+                   "replica_cpu_ms_per_request": {
+                       replica: {"get": median("get_aggregated", f"{replica}_cpu_ms"),
+                                 "get_rv0": median("get_rv0_aggregated", f"{replica}_cpu_ms")} for replica in pids},
+                   "kube_apiserver_cpu_ms_per_request": {key: median(key, "kube-apiserver_cpu_ms")
+                                                         for key in measured},
+                   "errors": int(sum(m["errors"] for ms in measured.values() for m in ms))}
 
 
 def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
@@ -293,6 +367,7 @@ def one_namespace(cluster: Cluster, name: str, stack: Stack, rounds: int, extra_
             out["startup_s"][str(total)] = timing["ready_s"]
             out["startup"][str(total)] = timing
         out |= throughput(bench, rounds)
+        running, out["throughput_replicas"] = replica_throughput(bench, extra_args, rounds)
         out["scale"], out["rss_mib"] = bench.scale, bench.rss
         return out
     finally:

@@ -115,14 +115,15 @@ class ApiServer:
         """A fresh aiohttp application serving this server's routes."""
         return self._routes.app()
 
-    async def serve(self, host: str, port: int, ssl_context: Any) -> web.AppRunner:
+    async def serve(self, host: str, port: int, ssl_context: Any, *, reuse_port: bool = False) -> web.AppRunner:
         """Start serving; returns the runner (``await runner.cleanup()`` to stop).
 
-        With ``port=0`` the bound port is in ``runner.addresses``.
+        With ``port=0`` the bound port is in ``runner.addresses``. ``reuse_port`` lets other processes bind the
+        same port (replicas on one host; the kernel spreads new connections over them).
         """
         runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=5.0)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port)
         await site.start()
         log.info("serving", extra={"addresses": [str(a) for a in runner.addresses]})
         return runner

@@ -50,6 +50,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig to use; in-cluster service account when omitted")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address to serve HTTPS on (default %(default)s)")
     parser.add_argument("--secure-port", type=int, default=8443, help="HTTPS port (default %(default)s)")
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="bind the port with SO_REUSEPORT: several replicas on one host share it and the kernel "
+                             "spreads connections over them, as kube-proxy spreads a Service's over its pods")
     parser.add_argument("--tls-cert-file", help="serving certificate (PEM); generated self-signed when omitted")
     parser.add_argument("--tls-private-key-file", help="serving key (PEM)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default %(default)s)")
@@ -204,7 +207,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     serving = dynamic.ServingTLS(cert, key, request_header.tls_client_cas())
     trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, front_proxy, serving))
     trust.start()
-    runner = await server.serve(args.bind_address, args.secure_port, serving.context)
+    runner = await server.serve(args.bind_address, args.secure_port, serving.context, reuse_port=args.reuse_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -992,6 +992,40 @@ async def test_serve_over_tls_with_front_proxy_authentication(tmp_path: Any) -> 
         await runner.cleanup()
 
 
+async def test_replicas_share_a_port_only_with_reuse_port() -> None:
+    """``--reuse-port``: two servers bind one port and the kernel spreads new connections over both (what the
+    bench's replica figures rely on); without it the second bind fails as a port in use does."""
+    import aiohttp
+
+    def replica(label: str) -> ApiServer:
+        storage = MemoryStorage(INFO)
+        storage.seed("ns", thing(label))
+        server = ApiServer(authenticator=header_authenticator, authorizer=RecordingAuthorizer())
+        server.register(storage)
+        return server
+
+    first = await replica("first").serve("127.0.0.1", 0, None, reuse_port=True)
+    port = first.addresses[0][1]
+    runners = [first]
+    try:
+        with pytest.raises(OSError):
+            runners.append(await replica("refused").serve("127.0.0.1", port, None))
+        runners.append(await replica("second").serve("127.0.0.1", port, None, reuse_port=True))
+        answered: set[str] = set()
+        for _ in range(64):  # each request on a new connection; the kernel picks a listener per connection
+            async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session,
+                        session.get(f"http://127.0.0.1:{port}/apis/{GROUP}/{VERSION}/namespaces/ns/things",
+                                    headers={"X-User": "alice"}) as r):
+                assert r.status == 200
+                answered |= {item["metadata"]["name"] for item in (await r.json())["items"]}
+            if answered == {"first", "second"}:
+                break
+        assert answered == {"first", "second"}
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
 async def test_watch_list_protocol_sends_initial_events_then_bookmark(env: Env) -> None:
     env.storage.seed("ns", thing("a"))
     env.storage.seed("ns", thing("b"))
