@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
@@ -27,7 +27,7 @@ from shared.api.watchview import WatchView, backing_field_selector
 from shared.bodies import JSON, Encoded
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
-from shared.client.informer import Cached, Informer, without_managed_fields
+from shared.client.informer import Cached, Informer, Packed, without_managed_fields
 from shared.client.kube import ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
@@ -233,14 +233,18 @@ class ApplicationStorage:
                     continue
                 if not view.may_show(hr):
                     continue
-                app = self._to_app(hr)
-                shown = view.event(kind, app) if app is not None else None
+                shown = view.event(kind, self._to_app(hr), self._before(event.get("previous")),
+                                   hr["metadata"].get("resourceVersion", ""))
                 if shown is not None:
                     yield shown
         except ApiError as exc:
             yield {"type": "ERROR", "object": exc.status()}
         finally:
             await subscription.aclose()
+
+    def _before(self, previous: Packed | None) -> Callable[[], JSON | None]:
+        """The Application a watch event's previous backing object was, projected only when asked for."""
+        return lambda: self._to_app(self._informer.unpack(previous)) if previous is not None else None
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:

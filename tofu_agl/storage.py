@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
@@ -35,7 +35,7 @@ from shared.api.watchview import WatchView, backing_field_selector
 from shared.bodies import JSON, Encoded
 from shared.client.events import EventRecorder
 from shared.client.fence import ReadFence
-from shared.client.informer import Informer, Key, keeping_spec
+from shared.client.informer import Informer, Key, Packed, keeping_spec
 from shared.client.kube import GVR, ObjectClient
 from shared.client.projections import Projections
 from shared.client.unchanged import unchanged
@@ -324,13 +324,26 @@ class ApplicationStorage:
                 if not view.may_show(tf):
                     continue
                 app = self._to_app(tf) if kind == "DELETED" else await self._project(tf)
-                shown = view.event(kind, app) if app is not None else None
+                shown = view.event(kind, app, self._before(event.get("previous")),
+                                   tf["metadata"].get("resourceVersion", ""))
                 if shown is not None:
                     yield shown
         except ApiError as exc:
             yield {"type": "ERROR", "object": exc.status()}
         finally:
             await subscription.aclose()
+
+    def _before(self, previous: Packed | None) -> Callable[[], JSON | None]:
+        """The Application a watch event's previous backing object was, projected only when asked for (with
+        the summary of its pending plan when one is kept; a plan is never read for it)."""
+        def project() -> JSON | None:
+            if previous is None:
+                return None
+            tf = self._informer.unpack(previous)
+            if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
+                return self._to_app(tf)
+            return self._to_app(tf, self._summaries.get(plan_read.PlanSummaries.key(tf)))
+        return project
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:

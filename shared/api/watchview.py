@@ -1,15 +1,21 @@
 """What one watcher of Applications sees of its kind's backing-object events.
 
 A kind's informer streams every backing object of the kind; each watcher wants the Applications of one
-namespace, label selector and field selector, with kube's rule that an object which stops matching a
-selector is DELETED to that watcher (and ADDED when it matches again).  Both stacks watch this way; only the
-projection of a backing object into an Application differs, so that is the caller's part.
+namespace, label selector and field selector.  kube-apiserver's watch cache decides each event on both the
+object and the object before it: a change that makes an object match the selector is ADDED to that watcher,
+one that makes it stop matching is DELETED (with the object as it was, at the change's resourceVersion),
+and a change while it matches throughout is MODIFIED.  Whether the watcher saw the object before plays no
+part, so a watch that starts from a resourceVersion gets the same events as one that listed first.  Both
+stacks watch this way; only the projection of a backing object into an Application differs, so that is the
+caller's part.
 
 The namespace and the ``metadata.name``/``metadata.namespace`` field selector are decided on the backing
 object, before its projection: those fields are immutable and map one to one onto the Application's (the
 backing name is the Application's with the definition's prefix), so an object they exclude was never
 visible and never will be.  A watch of one name (``kubectl get app X -w``) then projects one object, not
-every object of the kind (at 10 000 Applications, a second of CPU).
+every object of the kind (at 10 000 Applications, a second of CPU).  Only labels (and whether the backing
+object is an Application of the kind at all) can change from one version to the next, so the object before
+a change is projected only when the watcher selects by label or the new version is no Application.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ def backing_field_selector(reqs: Sequence[selectors.FieldRequirement],
 
 
 class WatchView:
-    """The selection of one watch, and which Applications its watcher has been shown."""
+    """The selection of one watch, and the event each backing-object event is to its watcher."""
 
     def __init__(self, namespace: str | None, label_selector: str,
                  field_selector: Sequence[selectors.FieldRequirement],
@@ -39,7 +45,6 @@ class WatchView:
         self._labels = selectors.parse_label_selector(label_selector)
         self._fields = tuple(field_selector)
         self._backing_fields = backing_field_selector(self._fields, backing_name)
-        self._visible: set[Key] = set()
 
     def may_show(self, backing: JSON) -> bool:
         """False when ``backing`` can never be shown to this watcher (decided before projecting it)."""
@@ -48,25 +53,33 @@ class WatchView:
             return False
         return selectors.field_matches(self._backing_fields, backing)
 
-    def event(self, type_: str, app: JSON) -> JSON | None:
-        """The event this watcher gets for a backing object's ``type_`` event, projected to ``app``; None: none."""
+    def selects(self, app: JSON) -> bool:
         meta = app["metadata"]
-        key = (meta.get("namespace", ""), meta["name"])
-        if self._namespace and key[0] != self._namespace:
-            return None
-        matches = selectors.matches(self._labels, meta.get("labels") or {}) and selectors.field_matches(
+        if self._namespace and meta.get("namespace", "") != self._namespace:
+            return False
+        return selectors.matches(self._labels, meta.get("labels") or {}) and selectors.field_matches(
             self._fields, app)
+
+    def event(self, type_: str, app: JSON | None, before: Callable[[], JSON | None],
+              resource_version: str) -> JSON | None:
+        """The event this watcher gets for a backing object's ``type_`` event at ``resource_version``, the
+        object projected to ``app`` (None: it is no Application of the kind); None: no event.
+
+        ``before`` projects the object as the cache held it before a MODIFIED (None: unknown, or no
+        Application); it is called only when the answer depends on it."""
         if type_ == "DELETED":
-            if key in self._visible or matches:
-                self._visible.discard(key)
-                return {"type": "DELETED", "object": app}
-            return None
-        if matches:
-            shown = "MODIFIED" if key in self._visible and type_ != "ADDED" else type_
-            self._visible.add(key)
-            return {"type": shown, "object": app}
-        if key in self._visible:
-            # It stopped matching the selector: to this watcher it is gone.
-            self._visible.discard(key)
-            return {"type": "DELETED", "object": app}
+            # The deleted object is its last state: it decides, as the previous object does in kube's cache.
+            return {"type": type_, "object": app} if app is not None and self.selects(app) else None
+        now = app is not None and self.selects(app)
+        if type_ != "MODIFIED":
+            return {"type": type_, "object": app} if now else None
+        if app is not None and not self._labels:
+            return {"type": type_, "object": app} if now else None  # nothing selected on changed in between
+        old = before()
+        was = old is not None and self.selects(old)
+        if now:
+            return {"type": "MODIFIED" if was else "ADDED", "object": app}
+        if was and old is not None:
+            return {"type": "DELETED", "object": {**old, "metadata": {**old["metadata"],
+                                                                       "resourceVersion": resource_version}}}
         return None

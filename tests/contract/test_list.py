@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import uuid
 from typing import Any
 
 import pytest
 
-from tests.contract.stack import KIND, Contract, Stack, selector
+from shared.bodies import JSON
+from tests.contract.stack import KIND, ORACLE_GROUP, ORACLE_NAMESPACE, Contract, Stack, selector
 
 #: Applications of the list tests: name -> labels.
 LISTED = {"list-a": {"batch": "list", "team": "red"},
@@ -142,6 +144,52 @@ def test_watch_from_a_resource_version_sees_each_change(contract: Contract, stac
     query = f"labelSelector=batch%3Dwatched&timeoutSeconds=2&resourceVersion={created['metadata']['resourceVersion']}"
     # Leaving the selector is a DELETED to this watcher; the real delete after it is none of its business.
     assert watch_events(contract, query) == [("MODIFIED", "watched"), ("DELETED", "watched")]
+
+
+def watched(contract: Contract, collection: str, query: str) -> list[JSON]:
+    """Every event of a watch of ``collection`` with ``query``, until its timeoutSeconds ends it."""
+    request = urllib.request.Request(f"{contract.api.cluster.server}{collection}?watch=1&{query}",
+                                     headers={"Accept": "application/json"})
+    with urllib.request.urlopen(request, timeout=30, context=contract.api.ctx) as response:
+        return [json.loads(line) for line in response.read().decode().splitlines() if line.strip()]
+
+
+def test_a_label_selected_watch_sees_what_the_oracle_sees(contract: Contract, stack: Stack, oracle: str) -> None:
+    """kube-apiserver decides each event on the object and the object before it: a change into the selector is
+    ADDED, out of it DELETED (the object as it was, at the change's resourceVersion), within it MODIFIED, what
+    the watcher saw before or not. The same writes to an Application and to the oracle CRD's object, then the
+    same watches from two points of that history, compared event by event."""
+    name = f"sel-{uuid.uuid4().hex[:6]}"
+
+    def history(collection: str, api_version: str, namespace: str) -> tuple[list[str], list[list[Any]]]:
+        manifest = stack.manifest(name, {"size": 1}, labels={"batch": "sel-out"}) | {
+            "apiVersion": api_version, "metadata": {"name": name, "namespace": namespace,
+                                                    "labels": {"batch": "sel-out"}}}
+        code, body = contract.api.request("POST", collection, manifest)
+        assert code == 201, body
+        rvs = [body["metadata"]["resourceVersion"]]
+        for patch in ({"metadata": {"labels": {"batch": "sel-in"}}}, {"spec": {"size": 2}},
+                      {"metadata": {"labels": {"batch": "sel-out"}}}, {"metadata": {"labels": {"batch": "sel-in"}}}):
+            code, body = contract.api.request("PATCH", f"{collection}/{name}", patch,
+                                              content_type="application/merge-patch+json")
+            assert code == 200, body
+            rvs.append(body["metadata"]["resourceVersion"])
+        code, body = contract.api.request("DELETE", f"{collection}/{name}")
+        assert code == 200, body
+        seen = []
+        for start in (rvs[0], rvs[2]):
+            events = watched(contract, collection, f"labelSelector=batch%3Dsel-in&timeoutSeconds=1"
+                                                   f"&resourceVersion={start}")
+            seen.append([(e["type"], e["object"]["metadata"]["labels"]["batch"], e["object"]["spec"]["size"],
+                          rvs.index(rv) if (rv := e["object"]["metadata"]["resourceVersion"]) in rvs else "later")
+                         for e in events])
+        return rvs, seen
+
+    _rvs, ours = history(stack.collection, stack.api_version, stack.namespace)
+    _oracle_rvs, theirs = history(oracle, f"{ORACLE_GROUP}/v1alpha1", ORACLE_NAMESPACE)
+    assert ours == theirs, f"{stack.name}: {ours}\n  oracle: {theirs}"
+    # The oracle's answer, so that a change in kube-apiserver's rule shows here too.
+    assert theirs[1] == [("DELETED", "sel-in", 2, 3), ("ADDED", "sel-in", 2, 4), ("DELETED", "sel-in", 2, "later")]
 
 
 @pytest.mark.parametrize(("accept", "include"), [("application/json", ""),

@@ -238,6 +238,42 @@ async def test_history_replay_from_rv() -> None:
         await inf.stop()
 
 
+async def test_a_modified_event_carries_the_object_before_it_live_replayed_and_relisted() -> None:
+    """What a watcher's label selector is decided on, besides the object: the object as the cache held it."""
+    kube = FakeKube()
+    inf = await _informer(kube)
+
+    def before(event: JSON) -> Any:
+        return inf.unpack(event["previous"])["spec"]["value"] if "previous" in event else None
+
+    try:
+        created = kube.put("a", "1")
+        await _settle(inf, kube)
+        async with inf.subscribe(inf.resource_version) as live:
+            kube.put("a", "2")
+            kube.put("a", "3")
+            kube.delete("a")
+            events = await _take(live, 3)
+        assert [(e["type"], e["object"]["spec"]["value"], before(e)) for e in events] == [
+            ("MODIFIED", "2", "1"), ("MODIFIED", "3", "2"), ("DELETED", "3", None)]
+        async with inf.subscribe(created["metadata"]["resourceVersion"]) as replayed:
+            assert [before(e) for e in await _take(replayed, 3)] == ["1", "2", None]
+        kube.put("b", "1")
+        await _settle(inf, kube)
+        async with inf.subscribe(inf.resource_version) as relisted:
+            kube.break_watches()
+            kube.down = True
+            kube.put("b", "2", quiet=True)
+            kube.put("c", "1", quiet=True)
+            await asyncio.sleep(0.05)
+            kube.down = False
+            await _settle(inf, kube)
+            assert sorted((e["type"], e["object"]["metadata"]["name"], before(e))
+                          for e in await _take(relisted, 2)) == [("ADDED", "c", None), ("MODIFIED", "b", "1")]
+    finally:
+        await inf.stop()
+
+
 async def test_rv_older_than_history_is_410() -> None:
     kube = FakeKube()
     start_rv = str(kube.rv)

@@ -39,14 +39,42 @@ def test_objects_outside_the_namespace_or_the_name_are_never_projected() -> None
     assert everywhere.may_show(backing("other", "cache")) and not everywhere.may_show(backing("other", "db"))
 
 
-def test_an_application_that_stops_matching_the_labels_is_deleted_to_the_watcher() -> None:
+def versioned(application: JSON, rv: str) -> JSON:
+    return {**application, "metadata": {**application["metadata"], "resourceVersion": rv}}
+
+
+def unknown() -> JSON | None:
+    raise AssertionError("the object before the event was projected, though nothing depended on it")
+
+
+def test_a_change_is_decided_on_the_object_and_the_object_before_it_as_kube_apiserver_decides() -> None:
+    """kube-apiserver's watch cache: matching after but not before is ADDED, before but not after DELETED (the
+    object as it was, at the change's resourceVersion), both MODIFIED; what the watcher saw before plays no
+    part (a watch from a resourceVersion has seen nothing)."""
     view = WatchView(None, "tier=web", (), prefixed)
-    assert view.event("ADDED", app("team", "db", tier="db")) is None
+    db, web = versioned(app("team", "db", tier="db"), "5"), versioned(app("team", "db", tier="web"), "6")
+    assert view.event("ADDED", db, unknown, "5") is None
+    assert view.event("MODIFIED", web, lambda: db, "6") == {"type": "ADDED", "object": web}
+    web_again = versioned(app("team", "db", tier="web", size="2"), "7")
+    assert view.event("MODIFIED", web_again, lambda: web, "7") == {"type": "MODIFIED", "object": web_again}
+    assert view.event("MODIFIED", versioned(db, "8"), lambda: web_again, "8") == {
+        "type": "DELETED", "object": versioned(web_again, "8")}
+    assert view.event("MODIFIED", versioned(db, "9"), lambda: db, "9") is None
+    assert view.event("DELETED", versioned(db, "10"), unknown, "10") is None
+    assert view.event("ADDED", web, unknown, "6") == {"type": "ADDED", "object": web}
+    assert view.event("DELETED", web, unknown, "11") == {"type": "DELETED", "object": web}
+
+
+def test_an_object_that_stops_being_an_application_is_deleted_to_a_watcher_that_selected_it() -> None:
+    everything = WatchView(None, "", (), prefixed)
+    web = versioned(app("team", "db", tier="web"), "6")
+    assert everything.event("MODIFIED", None, lambda: web, "7") == {"type": "DELETED", "object": versioned(web, "7")}
+    assert everything.event("MODIFIED", None, lambda: None, "8") is None
+    assert WatchView(None, "tier=db", (), prefixed).event("MODIFIED", None, lambda: web, "7") is None
+
+
+def test_without_a_label_selector_the_object_before_is_not_projected() -> None:
+    view = WatchView("team", "", selectors.parse_field_selector("metadata.name=db"), prefixed)
     web = app("team", "db", tier="web")
-    assert view.event("ADDED", web) == {"type": "ADDED", "object": web}
-    assert view.event("MODIFIED", app("team", "db", tier="web"))["type"] == "MODIFIED"  # type: ignore[index]
-    assert view.event("MODIFIED", app("team", "db", tier="db")) == {
-        "type": "DELETED", "object": app("team", "db", tier="db")}
-    assert view.event("DELETED", app("team", "db", tier="db")) is None
-    assert view.event("ADDED", app("team", "web", tier="web"))["type"] == "ADDED"  # type: ignore[index]
-    assert view.event("DELETED", app("team", "web", tier="web"))["type"] == "DELETED"  # type: ignore[index]
+    assert view.event("MODIFIED", web, unknown, "6") == {"type": "MODIFIED", "object": web}
+    assert view.event("MODIFIED", app("team", "cache"), unknown, "7") is None

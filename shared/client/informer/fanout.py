@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 
 BOOKMARK = "BOOKMARK"
 
-#: An event as a subscription holds it: objects packed (the cache's own bytes), bookmarks as dicts.
-Item = tuple[str, Packed | JSON]
+#: An event as a subscription holds it: type, object and, for a MODIFIED, the object before it; objects packed
+#: (the cache's own bytes), bookmarks as dicts.
+Item = tuple[str, Packed | JSON, Packed | None]
 
 
 class Fanout:
@@ -62,13 +63,13 @@ class Fanout:
     def detach(self, sub: Subscription) -> None:
         self._subs.discard(sub)
 
-    def broadcast(self, type_: str, obj: Packed | JSON, rv: int) -> None:
+    def broadcast(self, type_: str, obj: Packed | JSON, rv: int, prev: Packed | None = None) -> None:
         for sub in list(self._subs):
             if type_ == BOOKMARK and not sub.bookmarks:
                 continue
             if type_ != BOOKMARK and rv <= sub.min_rv:
                 continue
-            if not sub.offer((type_, obj)):
+            if not sub.offer((type_, obj, prev)):
                 log.info("%s: a subscriber fell %d events behind; closing it (410)", self.name, self._max)
                 self._subs.discard(sub)
                 sub.finish(errors.gone("the watch fell too far behind; list again and re-watch"))
@@ -88,7 +89,9 @@ class Subscription:
     """One downstream watcher: replayed events first, then live ones from a bounded buffer.
 
     Use as ``async with informer.subscribe(rv) as sub: async for event in sub: ...`` (or call
-    :meth:`aclose`).  Events are ``{"type": ..., "object": <copy>}``, the copy the reader's own.
+    :meth:`aclose`).  Events are ``{"type": ..., "object": <copy>}``, the copy the reader's own; a MODIFIED
+    also has ``"previous"``: the object before it, still packed (``Informer.unpack`` decodes it), since
+    only a watcher whose selector may have changed its mind needs it.
     """
 
     def __init__(self, fanout: Fanout, start_rv: str | None, bookmarks: bool, queue_size: int) -> None:
@@ -141,11 +144,9 @@ class Subscription:
                     raise
         while True:
             if self.replay:
-                type_, obj = self.replay.popleft()
-                return {"type": type_, "object": self._fanout.packer.unpacked(obj)}
+                return self._event(self.replay.popleft())
             if self._buf:
-                type_, obj = self._buf.popleft()
-                return {"type": type_, "object": self._fanout.packer.unpacked(obj)}
+                return self._event(self._buf.popleft())
             if self._done:
                 error, self._error = self._error, None
                 if error is not None:
@@ -153,6 +154,13 @@ class Subscription:
                 raise StopAsyncIteration
             self._wake.clear()
             await self._wake.wait()
+
+    def _event(self, item: Item) -> JSON:
+        type_, obj, prev = item
+        event: JSON = {"type": type_, "object": self._fanout.packer.unpacked(obj)}
+        if prev is not None:
+            event["previous"] = prev
+        return event
 
     async def _wait_synced(self) -> None:
         """Wait for the cache's first list, unless the subscription is closed meanwhile."""

@@ -18,6 +18,9 @@ class Record(NamedTuple):
     rv: int
     type: str
     obj: Packed
+    #: The object as the cache held it before a MODIFIED (a watcher's selector is decided on both, as
+    #: kube-apiserver's watch cache decides it); None for the other types.
+    prev: Packed | None = None
 
 
 class History:
@@ -38,8 +41,8 @@ class History:
         self._records.clear()
         self.horizon = rv
 
-    def after(self, rv: int, rv_text: str) -> list[tuple[str, Packed]]:
-        """The events after ``rv``; 410 Gone when some of them are no longer kept."""
+    def after(self, rv: int, rv_text: str) -> list[tuple[str, Packed, Packed | None]]:
+        """The events after ``rv`` (type, object, previous object); 410 Gone when some are no longer kept."""
         if rv < self.horizon:
             raise errors.gone(f"too old resource version: {rv_text} ({self.horizon})")
-        return [(r.type, r.obj) for r in self._records if r.rv > rv]
+        return [(r.type, r.obj, r.prev) for r in self._records if r.rv > rv]

@@ -250,7 +250,7 @@ class Informer:
         """What ``sub`` missed, by its start: the whole cache as ADDED, or the history after its RV."""
         rv = sub.start_rv
         if rv in (None, "", "0"):
-            sub.replay.extend((ADDED, entry.packed) for entry in self._store.snapshot())
+            sub.replay.extend((ADDED, entry.packed, None) for entry in self._store.snapshot())
             sub.min_rv = self._store.rv_int
         else:
             try:
@@ -260,7 +260,7 @@ class Informer:
             sub.replay.extend(self._history.after(want, rv))
             sub.min_rv = max(want, self._store.rv_int)
         if sub.bookmarks and self._store.rv and sub.min_rv == self._store.rv_int:
-            sub.replay.append((BOOKMARK, self._bookmark_object(self._store.rv)))
+            sub.replay.append((BOOKMARK, self._bookmark_object(self._store.rv), None))
 
     def _bookmark_object(self, rv: str) -> JSON:
         obj: JSON = {"metadata": {"resourceVersion": rv}}
@@ -293,16 +293,17 @@ class Informer:
             # Already seen (kube never resends, but a duplicate must never reach subscribers).
             return
         packed = self._packer.pack(self._transform(obj) if self._transform is not None else obj)
+        before = self._store.objects().get(key) if type_ == MODIFIED else None
         if type_ == DELETED:
             self._store.remove(key)
         else:
             self._store.put(key, Entry(rv, packed))
-        self._record(Record(rv, type_, packed))
+        self._record(Record(rv, type_, packed, before.packed if before is not None else None))
         self._store.advance(text, rv)
 
     def _record(self, record: Record) -> None:
         self._history.append(record)
-        self._fanout.broadcast(record.type, record.obj, record.rv)
+        self._fanout.broadcast(record.type, record.obj, record.rv, record.prev)
 
     def _on_list(self, data: JSON) -> None:
         meta = data.get("metadata") or {}

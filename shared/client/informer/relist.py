@@ -38,7 +38,8 @@ def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last
             continue
         if not last < entry.rv <= list_rv:
             raise Reset(f"object {key} changed at resourceVersion {entry.rv}, outside ({last}, {list_rv}]")
-        changes.append(Record(entry.rv, ADDED if old is None else MODIFIED, entry.packed))
+        changes.append(Record(entry.rv, ADDED, entry.packed) if old is None
+                       else Record(entry.rv, MODIFIED, entry.packed, old.packed))
     gone = sorted(key for key in cached if key not in fresh)
     if gone:
         free = _free_revisions(len(gone), {rec.rv for rec in changes}, last, list_rv)
