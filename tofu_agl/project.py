@@ -60,6 +60,7 @@ PLANNING = "Planning"
 AWAITING_APPROVAL = "AwaitingApproval"
 APPLYING = "Applying"
 FAILED = "Failed"
+RETRYING = "Retrying"
 DRIFTED = "Drifted"
 DELETING = "Deleting"
 
@@ -69,7 +70,8 @@ DRIFT_DETECTED_REASON = "DriftDetected"
 COLUMNS: tuple[Column, ...] = (
     Column("NAME", "string", "Name of the application", "name"),
     Column("READY", "string", "Status of the Ready condition"),
-    Column("STATUS", "string", "Ready, Planning, AwaitingApproval, Applying, Failed, Drifted or Deleting"),
+    Column("STATUS", "string", "Ready, Planning, AwaitingApproval, Applying, Retrying, Failed, Drifted or "
+                               "Deleting"),
     Column("PLAN", "string", "Id of the plan waiting to be applied, - when none"),
     Column("OUTPUTS", "string", "Secret holding the Terraform outputs"),
     Column("AGE", "date", "Time since creation"),
@@ -223,7 +225,9 @@ def phase(tf: Mapping[str, Any]) -> str:
 
     Decided in this order, so that the most actionable state wins: being deleted; a failure
     (Ready False or Stalled) — drift reported as ``Drifted`` because the fix differs (approve the
-    corrective plan); a plan waiting for the user; a plan being applied; Ready True on the current
+    corrective plan), one that tofu-controller's next attempt may fix (a reason not in
+    :data:`NEEDS_A_HUMAN`, e.g. the module's source not ready yet) as ``Retrying``, as kstatus reads it
+    in progress; a plan waiting for the user; a plan being applied; Ready True on the current
     generation; anything else is still planning.
     """
     if (tf.get("metadata") or {}).get("deletionTimestamp"):
@@ -231,7 +235,9 @@ def phase(tf: Mapping[str, Any]) -> str:
     conds = _conditions(tf)
     ready = conds.get("Ready", {})
     if ready.get("status") == "False":
-        return DRIFTED if ready.get("reason") == DRIFT_DETECTED_REASON else FAILED
+        if ready.get("reason") == DRIFT_DETECTED_REASON:
+            return DRIFTED
+        return FAILED if ready.get("reason") in NEEDS_A_HUMAN else RETRYING
     if conds.get("Stalled", {}).get("status") == "True":
         return FAILED
     if awaiting_approval(tf):

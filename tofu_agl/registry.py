@@ -41,8 +41,8 @@ _STATUS: JSON = {
     "type": "object",
     "description": "Projected from the Terraform.",
     "properties": {
-        "phase": {"type": "string", "description": "Ready, Planning, AwaitingApproval, Applying, Failed, "
-                  "Drifted or Deleting."},
+        "phase": {"type": "string", "description": "Ready, Planning, AwaitingApproval, Applying, Retrying, "
+                  "Failed, Drifted or Deleting."},
         "observedGeneration": {"type": "integer", "format": "int64",
                                "description": "The generation tofu-controller last finished (-1 while its first "
                                "run is under way); absent until it has seen the Application."},
