@@ -193,6 +193,8 @@ class DefinitionReconciler:
         for name in list(self._rollouts):
             self._cancel_rollout(name)
         self._rolled_out.clear()
+        if self.roles is not None:
+            self.roles.cancel_retry()  # the next leader keeps the roles
 
     async def _roll_out_until_done(self, defn: ApplicationDefinition) -> None:
         """Repeat :meth:`rollout` with backoff until it is complete, then remember the generation."""

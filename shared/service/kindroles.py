@@ -24,6 +24,7 @@ which would let it grant anything (docs/operating.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
@@ -45,6 +46,9 @@ READ_VERBS = ("get", "list", "watch")
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 #: The custom verb Tofu's plan approval needs (:mod:`tofu_agl.approval`).
 APPROVE_VERB = "approve"
+#: Bounds of the wait before a failed sync is tried again (doubled each time it fails again).
+RETRY_FIRST = 1.0
+RETRY_MAX = 60.0
 
 
 def role_name(group: str, plural: str, role: str) -> str:
@@ -103,19 +107,46 @@ class KindRoles:
         self.group = group
         #: Whether the kinds have plan approval (Tofu): then each also gets an ``approver`` role.
         self.approvable = approvable
+        self._retry: asyncio.Task[bool] | None = None
+        self._retry_delay = RETRY_FIRST
 
-    async def sync(self, kinds: Iterable[ResourceInfo]) -> None:
-        """Create or update the roles of ``kinds`` and delete the service's roles of other kinds.
+    async def sync(self, kinds: Iterable[ResourceInfo]) -> bool:
+        """Create or update the roles of ``kinds`` and delete the service's roles of other kinds; False when a
+        write failed.
 
-        A failure is logged and left for the next definition event or election to repair: the
-        kinds keep being served, and an administrator can still bind roles by hand meanwhile.
+        A failure is logged and the same sync tried again after a growing wait (:data:`RETRY_FIRST` up to
+        :data:`RETRY_MAX`), until it succeeds, a newer sync replaces it, or :meth:`cancel_retry` (the replica
+        stopped leading). The kinds keep being served meanwhile, and an administrator can bind roles by hand.
         """
-        wanted = desired_roles(kinds, self.approvable)
+        self.cancel_retry()
+        served = list(kinds)
+        done = await self._write(desired_roles(served, self.approvable))
+        if done:
+            self._retry_delay = RETRY_FIRST
+        else:
+            delay, self._retry_delay = self._retry_delay, min(self._retry_delay * 2, RETRY_MAX)
+            log.info("kind ClusterRoles will be tried again", extra={"group": self.group, "seconds": delay})
+            self._retry = asyncio.create_task(self._again(delay, served), name=f"kind roles of {self.group}")
+        return done
+
+    def cancel_retry(self) -> None:
+        """Drop a pending retry (the writer is no longer the leader, or a newer sync runs)."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+
+    async def _again(self, delay: float, kinds: list[ResourceInfo]) -> bool:
+        await asyncio.sleep(delay)
+        self._retry = None  # this task is the retry: the sync below must not cancel it
+        return await self.sync(kinds)
+
+    async def _write(self, wanted: dict[str, JSON]) -> bool:
         try:
             listing = await self._roles.list(None, label_selector=f"{OWNER_LABEL}={self.group}")
         except ApiError as exc:
             log.warning("cannot list the kinds' ClusterRoles", extra={"group": self.group, "error": exc.message})
-            return
+            return False
+        done = True
         live = {item["metadata"]["name"]: item for item in listing.get("items") or []}
         for name, role in wanted.items():
             if name in live and up_to_date(live[name], role):
@@ -124,6 +155,7 @@ class KindRoles:
                 await self._roles.apply(None, name, role)
                 log.info("kind ClusterRole applied", extra={"clusterrole": name})
             except ApiError as exc:
+                done = False
                 log.warning("cannot apply a kind's ClusterRole", extra={"clusterrole": name, "error": exc.message})
         for name in sorted(set(live) - set(wanted)):
             try:
@@ -131,5 +163,7 @@ class KindRoles:
                 log.info("kind ClusterRole deleted", extra={"clusterrole": name})
             except ApiError as exc:
                 if exc.code != 404:
+                    done = False
                     log.warning("cannot delete a kind's ClusterRole", extra={"clusterrole": name,
                                                                             "error": exc.message})
+        return done

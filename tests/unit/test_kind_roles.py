@@ -6,7 +6,14 @@ control plane in tests/integration/test_tenant_rbac.py and test_chart.py.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from shared.api.errors import ApiError
 from shared.api.rest import ResourceInfo
+from shared.bodies import JSON
 from shared.service import kindroles
 
 VPCS = ResourceInfo(group="tofu.example.io", version="v1alpha1", kind="VPC", plural="vpcs", singular="vpc",
@@ -64,3 +71,58 @@ def test_desired_roles_cover_every_kind() -> None:
     names = set(kindroles.desired_roles([VPCS, REDISES]))
     assert "cozystack:vpcs.tofu.example.io:view" in names and "cozystack:redises.apps.example.io:admin" in names
     assert len(names) == 6
+
+
+class FlakyRoles:
+    """ClusterRoles whose writes fail ``failures`` times first: a fault (kube-apiserver briefly refusing the
+    service's writes) that a real server does not produce on demand."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.live: dict[str, JSON] = {}
+        self.attempts = 0
+
+    async def list(self, _namespace: None, *, label_selector: str) -> JSON:
+        return {"items": list(self.live.values())}
+
+    async def apply(self, _namespace: None, name: str, body: JSON) -> JSON:
+        self.attempts += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise ApiError(503, "ServiceUnavailable", "try again")
+        self.live[name] = body
+        return body
+
+    async def delete(self, _namespace: None, name: str) -> JSON:
+        return self.live.pop(name)
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+async def test_a_failed_sync_is_tried_again_until_the_roles_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kindroles, "RETRY_FIRST", 0.01)
+    clusterroles = FlakyRoles(failures=5)
+    roles = kindroles.KindRoles(clusterroles, "tofu.example.io", approvable=True)  # type: ignore[arg-type]
+    assert await roles.sync([VPCS]) is False
+    wanted = set(kindroles.desired_roles([VPCS], approvable=True))
+    await _until(lambda: set(clusterroles.live) == wanted)  # no second sync: the retry did it
+    roles.cancel_retry()
+
+
+async def test_a_retry_ends_when_the_writer_stops_leading(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kindroles, "RETRY_FIRST", 0.01)
+    clusterroles = FlakyRoles(failures=10**6)
+    roles = kindroles.KindRoles(clusterroles, "tofu.example.io")  # type: ignore[arg-type]
+    assert await roles.sync([VPCS]) is False
+    await _until(lambda: clusterroles.attempts > 3 * len(kindroles.kind_roles(VPCS)))
+    roles.cancel_retry()
+    await asyncio.sleep(0.05)
+    stopped_at = clusterroles.attempts
+    await asyncio.sleep(0.2)
+    assert clusterroles.attempts == stopped_at and not clusterroles.live
