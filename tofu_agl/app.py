@@ -18,6 +18,7 @@ from .names import DEFAULT_GROUP, TF_GROUP, TF_PLURAL, TF_VERSION, VERSION
 from .reconciler import DEFINITIONS, DefinitionReconciler, operator_registry
 from .registry import KindRegistry
 from .relay import WATCHED, resolver
+from .secretvalues import SecretValues
 from .storage import SECRETS, ApplicationStorage
 
 COMPONENT = "tofu-agl"
@@ -50,11 +51,13 @@ def wiring(args: argparse.Namespace) -> Build:
         admission = ClusterAdmission(ctx.api)
         admission.start()
         ctx.server.serve_group_version(group, VERSION)
+        secrets = ObjectClient(ctx.api, SECRETS)
+        secret_values = SecretValues(secrets)  # one per service: the kinds' storages share what was read
 
         def make_storage(defn: TofuApplicationDefinition, info: ResourceInfo,
                          informer: Informer | None) -> ApplicationStorage:
             return ApplicationStorage(defn, info, terraforms, ctx.events, admission, admission.mutate, informer,
-                                      fence_namespace=ctx.fence_namespace)
+                                      fence_namespace=ctx.fence_namespace, secret_values=secret_values)
 
         async def kinds_changed() -> None:
             await ctx.discovery_changed(group, VERSION)
@@ -62,7 +65,6 @@ def wiring(args: argparse.Namespace) -> Build:
         registry = KindRegistry(group, ctx.server.register, ctx.server.unregister, make_storage, kinds_changed)
         roles = KindRoles(ObjectClient(ctx.api, CLUSTERROLES, field_manager=COMPONENT), group, approvable=True)
         reconciler = DefinitionReconciler(registry, definitions, terraforms, ctx.events, ctx.leader, roles)
-        secrets = ObjectClient(ctx.api, SECRETS)
         relay = EventRelay(terraforms, WATCHED,
                            resolver(lambda: [s.definition for s in registry.served.values()], group, secrets),
                            COMPONENT, ctx.leader)

@@ -13,7 +13,7 @@ is read back from the Terraform ``vars`` through the schema's naming, with defau
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.api import ownership
@@ -43,7 +43,8 @@ from .names import (
     application_name,
     is_application,
 )
-from .plan import HUMAN, JSON_PLAN
+from .plan import HUMAN, JSON_PLAN, sensitive_values
+from .secretvalues import guard_messages
 from .variables import unmarshal_vars
 
 #: Application metadata copied from the Terraform as it is (the server-owned fields).
@@ -52,7 +53,9 @@ COPIED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", 
 
 #: What the projection, the watch and the plan preview read of a Terraform's spec; the storage's
 #: cache keeps only these (a Terraform's runner pod template, backend and sources are most of it).
-SPEC_READ = ("vars", "approvePlan", "force", "writeOutputsToSecret", "storeReadablePlan", "workspace")
+SPEC_READ = ("vars", "approvePlan", "force", "writeOutputsToSecret", "storeReadablePlan", "workspace",
+             # the Secrets it reads, whose values are masked (tofu_agl.secretvalues.secret_references)
+             "varsFrom", "backendConfigsFrom", "cliConfigSecretRef")
 
 #: Phases shown in the STATUS column, in the order they are decided by :func:`phase`.
 READY = "Ready"
@@ -106,7 +109,7 @@ NEEDS_A_HUMAN = frozenset({
 
 def to_application(
     defn: TofuDefinitionView, backing: Mapping[str, Any], *, group: str, plan_summary: JSON | None = None,
-    defaulted: bool = True, spec: JSON | None = None,
+    defaulted: bool = True, spec: JSON | None = None, secret_values: Sequence[str] | None = (),
 ) -> JSON | None:
     """The Application a Terraform represents, or None when it is not one of this kind.
 
@@ -144,13 +147,14 @@ def to_application(
         spec = unmarshal_vars(defn.schema, defn.terraform.variable_naming, tf_vars)
         if defaulted:
             spec = apply_defaults(defn.schema, spec)
+    masks = None if secret_values is None else [*sensitive_values(defn.schema, spec), *secret_values]
     return {
         "apiVersion": f"{group}/{VERSION}",
         "kind": defn.kind,
         "metadata": app_meta,
         "spec": spec,
         "status": project_status(backing, approve_command(defn, name, namespace), plan_summary=plan_summary,
-                                 review_hint=review_hint(defn, group, name, namespace)),
+                                 review_hint=review_hint(defn, group, name, namespace), masks=masks),
     }
 
 
@@ -297,14 +301,15 @@ def approval_command(tf: Mapping[str, Any], approve_command: str, pending: str) 
 
 
 def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_summary: JSON | None = None,
-                   review_hint: str = "") -> JSON:
+                   review_hint: str = "", masks: Sequence[str] | None = ()) -> JSON:
     """The Application ``status`` for the Terraform ``backing``.
 
     ``approve_command`` is the command that approves a plan *without* the id, ending in ``=``
     (e.g. ``kubectl annotate vpcs net -n team --overwrite tofu.apps.cozystack.io/approve-plan=``);
     the pending id is appended, so the message can be copied and run as is.  ``review_hint``
     (:func:`review_hint`) tells where to read the plan first; ``plan_summary`` becomes
-    ``status.plan.summary`` while a plan is pending.
+    ``status.plan.summary`` while a plan is pending.  ``masks`` are the secret values to keep out of
+    tofu-controller's messages (None: not all known yet; see :func:`secretvalues.guard_messages`).
     """
     tf_status = backing.get("status") or {}
     meta = backing.get("metadata") or {}
@@ -320,6 +325,7 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
             copied.update({k: conds[source][k] for k in _CONDITION_FIELDS if k in conds[source]})
             conditions.append(copied)
     conditions.append(awaiting)
+    guard_messages(conditions, tf_status.get("conditions"), masks)
 
     out: JSON = {"phase": phase(backing), "conditions": conditions}
     if derived.observed_generation is not None:

@@ -18,8 +18,6 @@ message is a fixed notice instead, so a relayed message never contains a known s
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable, Iterable, Sequence
 
 from shared.api.errors import ApiError
@@ -33,6 +31,7 @@ from .definition import TofuDefinitionView
 from .names import KIND_LABEL, TF_GROUP, TF_KIND
 from .plan import mask_text, sensitive_values
 from .project import to_application
+from .secretvalues import secret_references, secret_strings
 
 #: The Events relayed: tofu-controller's, about Terraforms.
 WATCHED = Watched(TF_GROUP, TF_KIND)
@@ -49,34 +48,6 @@ def application_of(terraform: JSON, definitions: Iterable[TofuDefinitionView],
             app = to_application(defn, terraform, group=group)
             return (defn, app) if app is not None else None
     return None
-
-
-def secret_references(terraform: JSON) -> list[str]:
-    """The names of the Secrets (in the Terraform's namespace) whose values tofu-controller hands to OpenTofu."""
-    spec = terraform.get("spec") or {}
-    names: set[str] = set()
-    for source in [*(spec.get("varsFrom") or []), *(spec.get("backendConfigsFrom") or [])]:
-        if isinstance(source, dict) and source.get("kind") == "Secret" and source.get("name"):
-            names.add(str(source["name"]))
-    for var in spec.get("vars") or []:
-        ref = ((var.get("valueFrom") or {}).get("secretKeyRef") or {}) if isinstance(var, dict) else {}
-        if ref.get("name"):
-            names.add(str(ref["name"]))
-    cli = spec.get("cliConfigSecretRef") or {}
-    if isinstance(cli, dict) and cli.get("name"):
-        names.add(str(cli["name"]))
-    return sorted(names)
-
-
-def secret_strings(secret: JSON) -> list[str]:
-    """Every value of ``secret`` that is text (a binary value cannot be printed as itself)."""
-    found: list[str] = []
-    for encoded in (secret.get("data") or {}).values():
-        try:
-            found.append(base64.b64decode(str(encoded), validate=True).decode())
-        except (binascii.Error, UnicodeDecodeError):
-            continue
-    return [value for value in found if value]
 
 
 def redacted(reason: str, message: str, secrets: Sequence[str]) -> str:

@@ -54,6 +54,7 @@ from .names import (
     watched_selector,
 )
 from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
+from .secretvalues import Masking, SecretValues
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class ApplicationStorage:
         mutate: Mutate = mutate_nothing,
         informer: Informer | None = None,
         fence_namespace: str | None = None,
+        secret_values: SecretValues | None = None,
     ) -> None:
         self.definition = definition
         self.info = info
@@ -97,12 +99,15 @@ class ApplicationStorage:
                 terraforms, fence_namespace, fence_name(definition), fence(definition, group=self.group)),
         )
         self._projections = Projections(self._informer, self._to_app)
+        # The values of the Secrets the Terraforms read, masked in their messages and plans (secretvalues).
+        self._masking = Masking(secret_values or SecretValues(self._plan_objects["secrets"]), self._projections.forget)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self._informer.start()
 
     async def stop(self) -> None:
+        self._masking.close()
         await self._informer.stop()
 
     async def wait_synced(self) -> None:
@@ -116,6 +121,7 @@ class ApplicationStorage:
         projection); the objects are not listed again, which a definition rollout would otherwise
         pay for on top of its own list.
         """
+        self._masking.close()
         self._informer.end_subscriptions()
         return self._informer
 
@@ -128,7 +134,17 @@ class ApplicationStorage:
         return ApiError(404, "NotFound", message, details=details)
 
     def _to_app(self, tf: JSON, plan_summary: JSON | None = None) -> JSON | None:
-        return to_application(self.definition, tf, group=self.group, plan_summary=plan_summary)
+        return to_application(self.definition, tf, group=self.group, plan_summary=plan_summary,
+                              secret_values=self._masking.known(tf))
+
+    async def _masks(self, tf: JSON) -> builtins.list[str] | None:
+        """Every secret value to keep out of what is shown of ``tf``'s plan, once the Secrets it reads were read;
+        None when one cannot be read."""
+        values = await self._masking.read(tf)
+        if values is None:
+            return None
+        app = self._to_app(tf) or {}
+        return [*plan.sensitive_values(self.definition.schema, app.get("spec") or {}), *values]
 
     def _created_app(self, tf: JSON, admitted: JSON | None, created: JSON) -> JSON:
         """The Application ``created`` represents, its spec taken from ``admitted`` (``tf``'s projection)
@@ -162,11 +178,10 @@ class ApplicationStorage:
             log.warning("cannot decode the pending plan", extra={"terraform": tf["metadata"].get("name"),
                                                                  "error": type(exc).__name__})
             return None
-        return plan.summary(*found, self._secrets(tf)) if found is not None else None
-
-    def _secrets(self, tf: JSON) -> builtins.list[str]:
-        app = self._to_app(tf) or {}
-        return plan.sensitive_values(self.definition.schema, app.get("spec") or {})
+        if found is None:
+            return None
+        masks = await self._masks(tf)
+        return plan.summary(*found, masks) if masks is not None else None  # no summary rather than one unmasked
 
     async def _read_plan(self, tf: JSON) -> tuple[str, str] | None:
         """The pending plan's readable text and its format, as tofu-controller stored it; None when not kept."""
@@ -253,8 +268,9 @@ class ApplicationStorage:
     async def stored(self, ctx: RequestContext, namespace: str, name: str) -> JSON:
         """The Application as stored: the variables as written (with the defaults of their time) and
         its managedFields."""
-        app = to_application(self.definition, await self._live(namespace, name), group=self.group,
-                             defaulted=False)
+        tf = await self._live(namespace, name)
+        app = to_application(self.definition, tf, group=self.group, defaulted=False,
+                             secret_values=self._masking.known(tf))
         if app is None:
             raise self._not_found(name)
         return app
@@ -272,7 +288,11 @@ class ApplicationStorage:
         found = await self._read_plan(tf)
         if found is None:
             raise self._no_plan(name, f'the readable plan of "{pending_plan(tf)}" is not stored yet')
-        body, content_type = plan.readable(*found, self._secrets(tf))
+        masks = await self._masks(tf)
+        if masks is None:
+            raise ApiError(503, "ServiceUnavailable", f'the plan of {self.info.kind} "{name}" is withheld: a Secret '
+                           "it may hold values of cannot be read now", retry_after=5)
+        body, content_type = plan.readable(*found, masks)
         return Content(body, content_type)
 
     async def list(self, ctx: RequestContext, namespace: str | None, options: ListOptions) -> JSON:
@@ -334,16 +354,8 @@ class ApplicationStorage:
             await subscription.aclose()
 
     def _before(self, previous: Packed | None) -> Callable[[], JSON | None]:
-        """The Application a watch event's previous backing object was, projected only when asked for (with
-        the summary of its pending plan when one is kept; a plan is never read for it)."""
-        def project() -> JSON | None:
-            if previous is None:
-                return None
-            tf = self._informer.unpack(previous)
-            if not is_application(tf, self.definition.kind, self.group) or not awaiting_approval(tf):
-                return self._to_app(tf)
-            return self._to_app(tf, self._summaries.get(plan_read.PlanSummaries.key(tf)))
-        return project
+        """The Application a watch event's previous backing object was, projected only when asked for."""
+        return lambda: self._to_app(self._informer.unpack(previous)) if previous is not None else None
 
     # ------------------------------------------------------------------ writes
     async def create(self, ctx: RequestContext, namespace: str, obj: JSON, options: WriteOptions) -> JSON:

@@ -85,6 +85,10 @@ class Projections:
         self._forget_deleted()
         return items
 
+    def forget(self, key: Key) -> None:
+        """Drop the projection of ``key``: it depends on something besides the object that changed."""
+        self._kept.pop(key, None)
+
     def _keep(self, key: Key, rv: int, projected: JSON | None) -> Encoded | None:
         if projected is None:
             self._kept[key] = (rv, None)

@@ -306,6 +306,16 @@ def test_relayed_events_carry_no_secret_values(stack: Cluster) -> None:
         assert "TFExecPlanFailed" in {e["reason"] for e in relayed}
         shown = events.described_events(stack, "keepers", "vault", NS)
         assert "must not start with leak-" in shown and IN_THE_SPEC not in shown and IN_A_SECRET not in shown
+        # The same diagnostic is tofu-controller's Ready message; the Application repeats it masked.
+        said = condition(get_json(stack, TF, "keeper-vault", "-n", NS), "Ready")["message"]
+        assert IN_THE_SPEC in said or IN_A_SECRET in said, said
+
+        def status_masked() -> bool:
+            app = app_of(stack, "keepers", "vault")
+            assert IN_THE_SPEC not in json.dumps(app) and IN_A_SECRET not in json.dumps(app)
+            return "must not start with leak-" in condition(app, "Ready")["message"]
+
+        wait_for(status_masked, "the Application's Ready message masked", timeout=30, interval=0.5)
     finally:
         kubectl(stack, "delete", "keeper", "vault", "-n", NS, "--wait=true", "--timeout=120s", check=False)
         kubectl(stack, "delete", "tofuapplicationdefinition", "keepers", check=False)

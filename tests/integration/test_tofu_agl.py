@@ -15,6 +15,7 @@ import json
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -655,6 +656,56 @@ def test_definition_change_rolls_out_and_pins_state(tofu: Cluster, api: Api) -> 
     for name in ("one", "two", "three"):
         assert tf_or_none(tofu, f"network-{name}") is not None
     assert "vpcs" in served(tofu)
+
+
+# ------------------------------------------------------------------------------------ secret values
+
+
+def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster, api: Api, reference: Any) -> None:
+    """A kind whose Terraforms read a Secret (varsFrom): OpenTofu prints its value in a diagnostic, which
+    tofu-controller copies into Ready (written here onto the status subresource, as the controller would; the
+    flux tier has it from the real one). No read of the Application shows the value: withheld until the
+    service has read the Secret, then masked, in gets, lists and watches alike."""
+    secret_value = "leak-from-guarded-creds-42"
+    kubectl(tofu, "create", "secret", "generic", "guarded-creds", "-n", NS, f"--from-literal=token={secret_value}")
+    defn = _variant("guarded", "Guarded", "guardeds", "guarded", schema_of("vpc.yaml"),
+                    varsFrom=[{"kind": "Secret", "name": "guarded-creds"}])
+    kubectl(tofu, "apply", "-f", "-", input=json.dumps(defn))
+    try:
+        wait_for(lambda: "guardeds" in served(tofu), "guardeds served", timeout=60)
+        apply(tofu, "Guarded", "g1", {"region": "eu-west-1"})
+        status = copy.deepcopy(reference("terraform-failed")["status"])
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        ready["message"] += f'\n\nvar.token is "{secret_value}"'
+        code, body = api.request("PATCH", f"{TF_API}/namespaces/{NS}/terraforms/guarded-g1/status",
+                                 {"status": status}, content_type="application/merge-patch+json")
+        assert code == 200, body
+        assert secret_value in json.dumps(tf(tofu, "guarded-g1")["status"])  # what the controller said
+        path = f"/apis/{V}/namespaces/{NS}/guardeds"
+        seen: list[str] = []
+
+        def masked() -> bool:
+            code, app = api.request("GET", f"{path}/g1")
+            assert code == 200, app
+            shown = json.dumps(app)
+            assert secret_value not in shown
+            seen.append(conditions(app)["Ready"]["message"])
+            return "(sensitive value)" in seen[-1]
+
+        wait_for(masked, "the Ready message masked", timeout=30, interval=0.2)
+        assert "size must be between 1 and 10." in seen[-1] and all(
+            message.startswith("tofu-controller's message is withheld") for message in seen[:-1])
+        listed = kubectl(tofu, "get", "guardeds", "-n", NS, "-o", "json").stdout
+        assert secret_value not in listed and "(sensitive value)" in listed
+        request = urllib.request.Request(f"{tofu.server}{path}?watch=1&resourceVersion=0&timeoutSeconds=1",
+                                         headers={"Accept": "application/json"})
+        with urllib.request.urlopen(request, timeout=30, context=api.ctx) as response:
+            watched = response.read().decode()
+        assert '"g1"' in watched and secret_value not in watched and "(sensitive value)" in watched
+    finally:
+        kubectl(tofu, "delete", "guarded", "g1", "-n", NS, "--wait=false", check=False)
+        kubectl(tofu, "delete", "tofuapplicationdefinition", "guarded", check=False)
+        kubectl(tofu, "delete", "secret", "guarded-creds", "-n", NS, check=False)
 
 
 # ------------------------------------------------------------------------------------ --group

@@ -28,6 +28,7 @@ from tests.unit.helm_samples import DEFN, make_app
 from tests.unit.helm_samples import GROUP as HELM_GROUP
 from tests.unit.tofu_samples import GROUP, Defn, app
 from tofu_agl import relay as tofu_relay
+from tofu_agl import secretvalues
 from tofu_agl.build import build as build_terraform
 from tofu_agl.plan import REDACTED, sensitive_values
 
@@ -221,14 +222,14 @@ def test_the_secrets_a_terraform_reads_are_found() -> None:
                    backendConfigsFrom=[{"kind": "Secret", "name": "backend"}], cliConfigSecretRef={"name": "cli"})
     tf["spec"]["vars"].append({"name": "password", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}})
     tf["spec"]["vars"].append({"name": "plain", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}})
-    assert tofu_relay.secret_references(tf) == ["backend", "cli", "creds", "db"]
-    assert tofu_relay.secret_references(terraform({})) == []
+    assert secretvalues.secret_references(tf) == ["backend", "cli", "creds", "db"]
+    assert secretvalues.secret_references(terraform({})) == []
 
 
 def test_secret_values_are_read_as_text() -> None:
     data = {"a": base64.b64encode(b"hunter22").decode(), "b": base64.b64encode(b"\xff\xfe").decode(),
             "c": "not base64!", "d": ""}
-    assert tofu_relay.secret_strings({"data": data}) == ["hunter22"]
+    assert secretvalues.secret_strings({"data": data}) == ["hunter22"]
 
 
 def test_known_secret_values_never_reach_the_relayed_message() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.unit.tofu_samples import GROUP, RECORDED_PENDING, SCHEMA, Defn, app, defn
-from tofu_agl import project
+from tofu_agl import plan, project
 from tofu_agl.build import build
 from tofu_agl.definition import TofuApplicationDefinition, TofuDefinitionView
 from tofu_agl.names import RUNNER_SA_ANNOTATION
@@ -314,6 +314,51 @@ def test_failed(reference: Loader) -> None:
     assert project.table_cells(app_for(tf))[1:3] == [ready["status"], "Failed"]
 
 
+def _leaking(reference: Loader, value: str) -> dict[str, Any]:
+    """The failed recording with OpenTofu's diagnostic printing ``value`` in clear, as it does for a variable the
+    module does not mark sensitive (tests/data/modules/redaction shows it for real in the flux tier)."""
+    tf = terraform(reference, "failed", approve="auto")
+    ready = recorded_condition(tf, "Ready")
+    ready["message"] = f'{ready["message"]}\n\nvar.token is "{value}"; and bare: {value}'
+    return tf
+
+
+def test_tofu_controllers_messages_are_masked_with_the_secret_values(reference: Loader) -> None:
+    secret = "leak-a-long-secret-value"
+    out = project.project_status(_leaking(reference, secret), COMMAND, masks=[secret])
+    texts = json.dumps(out)
+    assert secret not in texts
+    conds = conditions(out)
+    for type_ in ("Ready", "Stalled"):  # Stalled repeats Ready's words
+        assert conds[type_]["message"].endswith(f"var.token is {plan.REDACTED}; and bare: {plan.REDACTED}")
+        assert "size must be between 1 and 10." in conds[type_]["message"]  # the rest still tells what failed
+    assert conds["AwaitingApproval"] == conditions(project.project_status(_leaking(reference, secret), COMMAND))[
+        "AwaitingApproval"]  # the service's own words are left alone
+
+
+def test_a_message_is_withheld_until_the_secret_values_are_known_or_when_one_cannot_be_masked(
+        reference: Loader) -> None:
+    secret = "leak-a-long-secret-value"
+    unknown = conditions(project.project_status(_leaking(reference, secret), COMMAND, masks=None))
+    short = conditions(project.project_status(_leaking(reference, "ab1"), COMMAND, masks=["ab1"]))
+    for conds, why in ((unknown, "not read yet"), (short, "too short to mask")):
+        for type_ in ("Ready", "Stalled"):
+            assert conds[type_]["message"].startswith("tofu-controller's message is withheld") and \
+                why in conds[type_]["message"], conds[type_]
+        assert "approve" in conds["AwaitingApproval"]["message"] or conds["AwaitingApproval"]["reason"]
+    assert secret not in json.dumps(unknown)
+
+
+def test_the_sensitive_spec_values_are_masked_in_the_status_without_any_secret(reference: Loader) -> None:
+    d = replace(defn(), schema={**SCHEMA, "properties": {**SCHEMA["properties"],
+                                                        "token": {"type": "string", "x-cozystack-sensitive": True}}})
+    tf = build(d, app(spec={"cidrBlock": "10.0.0.0/16", "token": "leak-from-the-spec-1234"}), group=GROUP)
+    tf["status"] = _leaking(reference, "leak-from-the-spec-1234")["status"]
+    shown = to_application(d, tf, group=GROUP)
+    assert shown is not None and shown["spec"].get("token") == "leak-from-the-spec-1234"
+    assert "leak-from-the-spec-1234" not in json.dumps(shown["status"])
+
+
 def test_stalled_is_shown_and_failed(reference: Loader) -> None:
     tf = stalled(terraform(reference, "failed", approve="auto"))
     out = project.project_status(tf, COMMAND)
@@ -546,6 +591,7 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     from shared.client.informer import keeping_spec
     from tofu_agl import plan
     from tofu_agl.plan_read import PlanSummaries
+    from tofu_agl.secretvalues import secret_references
 
     # A definition setting every Terraform field a definition controls, so the built spec carries many the
     # projection does not read.
@@ -553,7 +599,8 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
                          retryInterval="1m", serviceAccountName="tf-runner", destroyResourcesOnDeletion=True,
                          runnerPodTemplate={"spec": {"envFrom": [{"secretRef": {"name": "aws-credentials"}}]}},
                          backendConfig={"inClusterConfig": True},
-                         varsFrom=[{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True}],
+                         varsFrom=[{"kind": "ConfigMap", "name": "cloud-defaults", "optional": True},
+                                   {"kind": "Secret", "name": "cloud-credentials"}],
                          writeOutputsToSecret={"name": "{{ .name }}-outputs", "outputs": ["vpc_id"]})
     a = app(spec={"subnets": [{"cidrBlock": "a"}]}, labels={"team": "a"}, annotations={"note": "x"})
     whole = build(d, a, group=GROUP)
@@ -562,10 +609,12 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     whole["spec"] = {**whole["spec"], "approvePlan": approve, "force": approve == ""}
     whole["status"] = copy.deepcopy(reference(f"terraform-{phase}")["status"])
     unread = set(whole["spec"]) - set(project.SPEC_READ)
-    assert {"runnerPodTemplate", "backendConfig", "varsFrom", "sourceRef", "path"} <= unread
+    assert {"runnerPodTemplate", "backendConfig", "sourceRef", "path"} <= unread
     cached = keeping_spec(project.SPEC_READ)(copy.deepcopy(whole))
     assert "managedFields" not in cached["metadata"] and not unread & set(cached["spec"])
     assert to_application(d, cached, group=GROUP) == to_application(d, whole, group=GROUP)
     assert project.awaiting_approval(cached) == project.awaiting_approval(whole)
     assert plan.plan_location(cached) == plan.plan_location(whole)
     assert PlanSummaries.key(cached) == PlanSummaries.key(whole)
+    # whose values are masked in what the Application shows
+    assert secret_references(cached) == secret_references(whole) == ["cloud-credentials"]

@@ -1,0 +1,206 @@
+"""The values of the Secrets a Terraform reads, kept to mask them in what a tenant reads of its Application.
+
+tofu-controller hands OpenTofu the values of the Secrets a Terraform names (``varsFrom``,
+``vars[].valueFrom.secretKeyRef``, ``backendConfigsFrom``, ``cliConfigSecretRef``), and OpenTofu prints a
+value in clear where the module does not mark it sensitive: in a diagnostic, which tofu-controller copies
+into its ``Ready`` message, or in a plan.  A tenant who may read the Application need not be one who may
+read those Secrets (the built-in ``view`` role reads no Secret), so every message and plan shown on the
+Application is masked with them first.
+
+The service reads each Secret by its exact name (``get``; it holds no ``list`` on Secrets) and keeps its
+text values for :data:`MAX_AGE` seconds.  A status is projected without waiting (a get or a list must not
+wait for Secrets), so :meth:`SecretValues.known` answers from what was read and starts a read for what was
+not; until a Secret was read, the caller withholds what could hold its values.  A read that changes what is
+known tells the listeners, which project again what they kept.  A value changed in the Secret is masked
+from the next read of it on (at most :data:`MAX_AGE` after the change, once a projection asks for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from shared.api.errors import ApiError
+from shared.bodies import JSON
+from shared.client.informer import Key
+from shared.client.kube import ObjectClient
+
+from .plan import mask_text
+
+log = logging.getLogger(__name__)
+
+#: A Secret read longer ago than this is read again when a projection next needs it.
+MAX_AGE = 60.0
+#: A Secret that could not be read (not a 404) is tried again after this long.
+UNREADABLE_AGE = 5.0
+
+#: (namespace, name) of a Secret.
+SecretKey = tuple[str, str]
+
+
+def secret_references(terraform: JSON) -> list[str]:
+    """The names of the Secrets (in the Terraform's namespace) whose values tofu-controller hands to OpenTofu."""
+    spec = terraform.get("spec") or {}
+    names: set[str] = set()
+    for source in [*(spec.get("varsFrom") or []), *(spec.get("backendConfigsFrom") or [])]:
+        if isinstance(source, dict) and source.get("kind") == "Secret" and source.get("name"):
+            names.add(str(source["name"]))
+    for var in spec.get("vars") or []:
+        ref = ((var.get("valueFrom") or {}).get("secretKeyRef") or {}) if isinstance(var, dict) else {}
+        if ref.get("name"):
+            names.add(str(ref["name"]))
+    cli = spec.get("cliConfigSecretRef") or {}
+    if isinstance(cli, dict) and cli.get("name"):
+        names.add(str(cli["name"]))
+    return sorted(names)
+
+
+def secret_strings(secret: JSON) -> list[str]:
+    """Every value of ``secret`` that is text (a binary value cannot be printed as itself)."""
+    found: list[str] = []
+    for encoded in (secret.get("data") or {}).values():
+        try:
+            found.append(base64.b64decode(str(encoded), validate=True).decode())
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+    return [value for value in found if value]
+
+
+#: What an Application shows instead of a message of tofu-controller's that may hold a secret value.
+WITHHELD_MESSAGE = "tofu-controller's message is withheld: {why}; kubectl describe shows it in the Events, redacted"
+
+
+def guard_messages(conditions: list[JSON], controller_conditions: Any, masks: Sequence[str] | None) -> None:
+    """Keep secret values out of the messages the Application repeats from tofu-controller's conditions.
+
+    Those messages carry OpenTofu's diagnostics, which print a variable's value in clear where the module
+    does not mark it sensitive.  Each message said by the controller (the derived conditions repeat them word
+    for word) is masked with ``masks`` as the relayed Events are (:func:`plan.mask_text`); it is withheld when
+    ``masks`` is None (the values of a Secret the Terraform reads are not known yet) or a value too short to
+    mask bare still occurs in it.  The service's own messages (the approval command) are left as they are.
+    """
+    said = {c["message"] for c in controller_conditions or ()
+            if isinstance(c, dict) and isinstance(c.get("message"), str) and c["message"]}
+    if not said:
+        return
+    known = None if masks is None else sorted({m for m in masks if m}, key=len, reverse=True)
+    for cond in conditions:
+        message = cond.get("message")
+        if not isinstance(message, str) or message not in said:
+            continue
+        if known is None:
+            cond["message"] = WITHHELD_MESSAGE.format(
+                                                      why="the Secrets it may hold values of are not read yet")
+            continue
+        masked = mask_text(message, known) if known else message
+        if any(value in masked for value in known):
+            masked = WITHHELD_MESSAGE.format( why="a secret value too short to mask is in it")
+        cond["message"] = masked
+
+
+class SecretValues:
+    """The text values of the Secrets the service's Terraforms read, as last read, by Secret."""
+
+    def __init__(self, secrets: ObjectClient, *, max_age: float = MAX_AGE) -> None:
+        self._secrets = secrets
+        self._max_age = max_age
+        #: When each Secret was read and its values (None: it could not be read; () also when it does not exist).
+        self._read: dict[SecretKey, tuple[float, tuple[str, ...] | None]] = {}
+        self._reading: dict[SecretKey, asyncio.Task[None]] = {}
+        self._listeners: set[Callable[[SecretKey], None]] = set()
+
+    def listen(self, listener: Callable[[SecretKey], None]) -> None:
+        """Call ``listener`` with each Secret whose known values change (first read included)."""
+        self._listeners.add(listener)
+
+    def forget_listener(self, listener: Callable[[SecretKey], None]) -> None:
+        self._listeners.discard(listener)
+
+    def known(self, terraform: JSON) -> list[str] | None:
+        """The values of every Secret ``terraform`` reads, as last read; None while one of them was never read
+        or could not be read.  Starts a read of each one missing or too old, without waiting for it."""
+        namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
+        values: list[str] | None = []
+        for name in secret_references(terraform):
+            key = (namespace, name)
+            entry = self._read.get(key)
+            if entry is None or self._stale(entry):
+                self._start(key)
+            if entry is None or entry[1] is None:
+                values = None
+            elif values is not None:
+                values.extend(entry[1])
+        return values
+
+    async def values(self, terraform: JSON) -> list[str] | None:
+        """As :meth:`known`, once every Secret missing or too old has been read (for reads that may wait)."""
+        namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
+        for name in secret_references(terraform):
+            key = (namespace, name)
+            entry = self._read.get(key)
+            if entry is None or self._stale(entry):
+                await self._start(key)
+        return self.known(terraform)
+
+    def _stale(self, entry: tuple[float, tuple[str, ...] | None]) -> bool:
+        age = self._max_age if entry[1] is not None else UNREADABLE_AGE
+        return time.monotonic() - entry[0] > age
+
+    def _start(self, key: SecretKey) -> asyncio.Task[None]:
+        task = self._reading.get(key)
+        if task is None:
+            task = asyncio.create_task(self._read_one(key), name=f"secret {key[0]}/{key[1]}")
+            self._reading[key] = task
+            task.add_done_callback(lambda _done: self._reading.pop(key, None))
+        return task
+
+    async def _read_one(self, key: SecretKey) -> None:
+        values: tuple[str, ...] | None
+        try:
+            values = tuple(secret_strings(await self._secrets.get(*key)))
+        except ApiError as exc:
+            values = () if exc.code == 404 else None  # no such Secret: it has no value to show
+            if values is None:
+                log.warning("cannot read a Secret a Terraform reads; its messages stay withheld",
+                            extra={"namespace": key[0], "secret": key[1], "code": exc.code})
+        previous = self._read.get(key)
+        self._read[key] = (time.monotonic(), values)
+        if previous is None or previous[1] != values:
+            for listener in list(self._listeners):
+                listener(key)
+
+
+class Masking:
+    """What one kind's storage masks with: the values of the Secrets each Terraform reads, and which kept
+    projections to make again when those change (they were made with the values known then)."""
+
+    def __init__(self, values: SecretValues, forget: Callable[[Key], None]) -> None:
+        self._values = values
+        self._forget = forget
+        #: The Terraforms projected with each Secret's values.
+        self._readers: dict[SecretKey, set[Key]] = {}
+        values.listen(self._changed)
+
+    def known(self, terraform: JSON) -> list[str] | None:
+        """:meth:`SecretValues.known`, remembering that ``terraform``'s projection depends on those Secrets."""
+        meta = terraform.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        for secret in secret_references(terraform):
+            self._readers.setdefault((namespace, secret), set()).add((namespace, name))
+        return self._values.known(terraform)
+
+    async def read(self, terraform: JSON) -> list[str] | None:
+        """:meth:`SecretValues.values`: for reads that may wait for the Secrets."""
+        return await self._values.values(terraform)
+
+    def close(self) -> None:
+        self._values.forget_listener(self._changed)
+
+    def _changed(self, secret: SecretKey) -> None:
+        for key in self._readers.pop(secret, ()):
+            self._forget(key)
