@@ -668,20 +668,20 @@ def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster
     service has read the Secret, then masked, in gets, lists and watches alike."""
     secret_value = "leak-from-guarded-creds-42"
     kubectl(tofu, "create", "secret", "generic", "guarded-creds", "-n", NS, f"--from-literal=token={secret_value}")
-    defn = _variant("guarded", "Guarded", "guardeds", "guarded", schema_of("vpc.yaml"),
+    defn = _variant("secretive", "Secretive", "secretives", "secretive", schema_of("vpc.yaml"),
                     varsFrom=[{"kind": "Secret", "name": "guarded-creds"}])
     kubectl(tofu, "apply", "-f", "-", input=json.dumps(defn))
     try:
-        wait_for(lambda: "guardeds" in served(tofu), "guardeds served", timeout=60)
-        apply(tofu, "Guarded", "g1", {"region": "eu-west-1"})
+        wait_for(lambda: "secretives" in served(tofu), "secretives served", timeout=60)
+        apply(tofu, "Secretive", "g1", {"region": "eu-west-1"})
         status = copy.deepcopy(reference("terraform-failed")["status"])
         ready = next(c for c in status["conditions"] if c["type"] == "Ready")
         ready["message"] += f'\n\nvar.token is "{secret_value}"'
-        code, body = api.request("PATCH", f"{TF_API}/namespaces/{NS}/terraforms/guarded-g1/status",
+        code, body = api.request("PATCH", f"{TF_API}/namespaces/{NS}/terraforms/secretive-g1/status",
                                  {"status": status}, content_type="application/merge-patch+json")
         assert code == 200, body
-        assert secret_value in json.dumps(tf(tofu, "guarded-g1")["status"])  # what the controller said
-        path = f"/apis/{V}/namespaces/{NS}/guardeds"
+        assert secret_value in json.dumps(tf(tofu, "secretive-g1")["status"])  # what the controller said
+        path = f"/apis/{V}/namespaces/{NS}/secretives"
         seen: list[str] = []
 
         def masked() -> bool:
@@ -695,7 +695,7 @@ def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster
         wait_for(masked, "the Ready message masked", timeout=30, interval=0.2)
         assert "size must be between 1 and 10." in seen[-1] and all(
             message.startswith("tofu-controller's message is withheld") for message in seen[:-1])
-        listed = kubectl(tofu, "get", "guardeds", "-n", NS, "-o", "json").stdout
+        listed = kubectl(tofu, "get", f"secretives.{GROUP}", "-n", NS, "-o", "json").stdout
         assert secret_value not in listed and "(sensitive value)" in listed
         request = urllib.request.Request(f"{tofu.server}{path}?watch=1&resourceVersion=0&timeoutSeconds=1",
                                          headers={"Accept": "application/json"})
@@ -703,8 +703,8 @@ def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster
             watched = response.read().decode()
         assert '"g1"' in watched and secret_value not in watched and "(sensitive value)" in watched
     finally:
-        kubectl(tofu, "delete", "guarded", "g1", "-n", NS, "--wait=false", check=False)
-        kubectl(tofu, "delete", "tofuapplicationdefinition", "guarded", check=False)
+        kubectl(tofu, "delete", f"secretives.{GROUP}", "g1", "-n", NS, "--wait=false", check=False)
+        kubectl(tofu, "delete", "tofuapplicationdefinition", "secretive", check=False)
         kubectl(tofu, "delete", "secret", "guarded-creds", "-n", NS, check=False)
 
 
