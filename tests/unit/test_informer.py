@@ -8,7 +8,7 @@ knobs to break the watch, expire it with a 410 ERROR event, or take the "server"
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 from shared.client.informer import Informer, Subscription, Tuning
+from tests.unit.waiting import eventually
 
 
 class FakeKube:
@@ -106,21 +107,13 @@ async def _informer(kube: FakeKube, **kw: Any) -> Informer:
     inf.start()
     async with asyncio.timeout(2):
         await inf.wait_synced()
-    await _eventually(lambda: bool(kube.watchers))
+    await eventually(lambda: bool(kube.watchers))
     return inf
-
-
-async def _eventually(condition: Callable[[], bool], seconds: float = 2.0) -> None:
-    for _ in range(int(seconds / 0.001)):
-        if condition():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("condition not reached in time")
 
 
 async def _settle(inf: Informer, kube: FakeKube) -> None:
     """Wait until the informer has caught up with the fake and is watching again."""
-    await _eventually(lambda: inf.resource_version == str(kube.rv) and bool(kube.watchers))
+    await eventually(lambda: inf.resource_version == str(kube.rv) and bool(kube.watchers))
 
 
 async def _take(sub: Subscription, n: int) -> list[JSON]:

@@ -7,7 +7,6 @@ control plane in tests/integration/test_tenant_rbac.py and test_chart.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
@@ -15,6 +14,7 @@ from shared.api.errors import ApiError
 from shared.api.rest import ResourceInfo
 from shared.bodies import JSON
 from shared.service import kindroles
+from tests.unit.waiting import eventually
 
 VPCS = ResourceInfo(group="tofu.example.io", version="v1alpha1", kind="VPC", plural="vpcs", singular="vpc",
                     schema={}, read_only_subresources=("plan",))
@@ -97,21 +97,13 @@ class FlakyRoles:
         return self.live.pop(name)
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
-
-
 async def test_a_failed_sync_is_tried_again_until_the_roles_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kindroles, "RETRY_FIRST", 0.01)
     clusterroles = FlakyRoles(failures=5)
     roles = kindroles.KindRoles(clusterroles, "tofu.example.io", approvable=True)  # type: ignore[arg-type]
     assert await roles.sync([VPCS]) is False
     wanted = set(kindroles.desired_roles([VPCS], approvable=True))
-    await _until(lambda: set(clusterroles.live) == wanted)  # no second sync: the retry did it
+    await eventually(lambda: set(clusterroles.live) == wanted)  # no second sync: the retry did it
     roles.cancel_retry()
 
 
@@ -120,7 +112,7 @@ async def test_a_retry_ends_when_the_writer_stops_leading(monkeypatch: pytest.Mo
     clusterroles = FlakyRoles(failures=10**6)
     roles = kindroles.KindRoles(clusterroles, "tofu.example.io")  # type: ignore[arg-type]
     assert await roles.sync([VPCS]) is False
-    await _until(lambda: clusterroles.attempts > 3 * len(kindroles.kind_roles(VPCS)))
+    await eventually(lambda: clusterroles.attempts > 3 * len(kindroles.kind_roles(VPCS)))
     roles.cancel_retry()
     await asyncio.sleep(0.05)
     stopped_at = clusterroles.attempts
