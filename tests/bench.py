@@ -13,9 +13,10 @@
   own ``/metrics`` around each round, how its get and create split: outside its handler, its own steps, and its
   kube requests (:meth:`Bench.split`).
 
-Every ratio is computed per round, aggregated and direct interleaved in that round so that a change of machine
-load hits both sides; a figure is the median of the rounds' ratios, reported with their range.  These are
-measurements, never assertions.  ``--out DIR`` writes ``benchmarks.json``, ``benchmarks.md`` and
+Every ratio is computed per round; in B1 the sides of a comparison (through the service, through the relay,
+directly) take turns request by request (:func:`interleaved`), elsewhere they alternate within the round, so that
+a change of machine load hits every side; a figure is the median of the rounds' ratios, reported with their
+range.  These are measurements, never assertions.  ``--out DIR`` writes ``benchmarks.json``, ``benchmarks.md`` and
 ``benchmarks-scale.png`` there; ``--profile DIR`` records a py-spy flame graph of each service during B1.
 """
 
@@ -153,16 +154,27 @@ class Figure:
     name: str
     what: str
     rounds: list[tuple[float, float]] = field(default_factory=list)
+    #: Per round, the median single request of each side, when the round timed each request (:func:`interleaved`).
+    medians: list[tuple[float, float]] = field(default_factory=list)
+
+    def add(self, aggregated: list[float], direct: list[float]) -> None:
+        """One round from the seconds of each request of both sides: their means and their medians."""
+        self.rounds.append((statistics.fmean(aggregated), statistics.fmean(direct)))
+        self.medians.append((statistics.median(aggregated), statistics.median(direct)))
 
     def ratios(self) -> list[float]:
         return [a / d for a, d in self.rounds]
 
     def summary(self) -> dict[str, Any]:
         ratios = self.ratios()
-        return {"ratio": round(statistics.median(ratios), 3), "min": round(min(ratios), 3),
-                "max": round(max(ratios), 3), "rounds": len(ratios),
-                "aggregated_ms": round(statistics.median(a for a, _ in self.rounds) * 1000, 2),
-                "direct_ms": round(statistics.median(d for _, d in self.rounds) * 1000, 2), "what": self.what}
+        out = {"ratio": round(statistics.median(ratios), 3), "min": round(min(ratios), 3),
+               "max": round(max(ratios), 3), "rounds": len(ratios),
+               "aggregated_ms": round(statistics.median(a for a, _ in self.rounds) * 1000, 2),
+               "direct_ms": round(statistics.median(d for _, d in self.rounds) * 1000, 2), "what": self.what}
+        if self.medians:
+            out |= {"aggregated_p50_ms": round(statistics.median(a for a, _ in self.medians) * 1000, 2),
+                    "direct_p50_ms": round(statistics.median(d for _, d in self.medians) * 1000, 2)}
+        return out
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,22 @@ def timed(fn: Callable[[], Any], repeat: int) -> float:
     for _ in range(repeat):
         fn()
     return (time.perf_counter() - start) / repeat
+
+
+def interleaved(sides: list[Callable[[int], Any]], repeat: int) -> list[list[float]]:
+    """The seconds of each of ``repeat`` requests of each side (``side(i)`` sends the i-th), the sides taking
+    turns request by request and the order of a turn rotating, so that whatever else the machine does meanwhile
+    (another process, kube-apiserver's garbage collection, a slower minute) falls on every side alike.  Timed in
+    blocks, one side after the other, the same code measured 0.0-1.1 ms above the relay from round to round;
+    interleaved, 0.5-0.8 ms (docs/design/perf/README.md, round 16)."""
+    times: list[list[float]] = [[] for _ in sides]
+    for i in range(repeat):
+        for turn in range(len(sides)):
+            side = (i + turn) % len(sides)
+            start = time.perf_counter()
+            sides[side](i)
+            times[side].append(time.perf_counter() - start)
+    return times
 
 
 def rss_kib(pid: int) -> int:
@@ -267,18 +295,22 @@ class Bench:
                    if labels["resource"] == self.stack.backing_plural)
         return Clock(answering, kube)
 
-    def timed_inside(self, key: str, verb: str, fn: Callable[[], Any], repeat: int) -> float:
-        """:func:`timed`, and when the service's metrics are read, how its answers split (into ``inside``)."""
+    def interleaved_inside(self, key: str, verb: str, sides: list[Callable[[int], Any]],
+                           repeat: int) -> list[list[float]]:
+        """:func:`interleaved`, the first side going through the service (the others must not: they go to
+        kube-apiserver or the relay), and when the service's metrics are read, how its answers split (into
+        ``inside``)."""
         if self.port is None:
-            return timed(fn, repeat)
+            return interleaved(sides, repeat)
         before = self.service_clock()
-        wall = timed(fn, repeat)
+        times = interleaved(sides, repeat)
         after = self.service_clock()
         count = after.answering.get((verb, "count"), 0) - before.answering.get((verb, "count"), 0)
         answering = after.answering.get((verb, "seconds"), 0) - before.answering.get((verb, "seconds"), 0)
         if count == repeat:  # else something else was answered meanwhile: the split would be wrong
-            self.inside[key].append(Inside(wall, answering / count, (after.kube - before.kube) / count))
-        return wall
+            self.inside[key].append(Inside(statistics.fmean(times[0]), answering / count,
+                                           (after.kube - before.kube) / count))
+        return times
 
     def figure(self, key: str, what: str) -> Figure:
         return self.figures.setdefault(key, Figure(key, what))
@@ -287,22 +319,25 @@ class Bench:
     def b1(self) -> None:
         s, per_round = self.stack, self.count // self.rounds
         self.b1_count = per_round * self.rounds
-        create = self.figure("b1_create", f"one create, mean of {per_round} per round")
+        create = self.figure("b1_create", f"one create, mean of {per_round} per round, interleaved with the "
+                                          "relayed and the direct ones")
         relay_create = self.figure("relay_create", f"the direct create through {RELAY}, vs directly; mean of "
                                                    f"{per_round} per round")
         strict = "?fieldValidation=Strict"
+        client = self.client
         for r in range(self.rounds):
             names = [f"b1-{r}-{i}" for i in range(per_round)]
-            aggregated = self.timed_inside("b1_create", "create", iter_call(
-                self.client, "POST", self.app_path("bench"), [self.app("bench", n) for n in names]), per_round)
-            bodies = [self.direct_body(f"direct-{n}", {"bench": "direct"}) for n in names]
-            direct = timed(iter_call(self.client, "POST", self.backing_path("bench") + strict, bodies), per_round)
-            bodies = [self.direct_body(f"relay-{n}", {"bench": "relay"}) for n in names]
-            relayed = timed(iter_call(self.client, "POST", self.relay_path("bench") + strict, bodies), per_round)
-            create.rounds.append((aggregated, direct))
-            relay_create.rounds.append((relayed, direct))
+            through, relay, kube = self.interleaved_inside("b1_create", "create", [
+                post_each(client, self.app_path("bench"), [self.app("bench", n) for n in names]),
+                post_each(client, self.relay_path("bench") + strict,
+                          [self.direct_body(f"relay-{n}", {"bench": "relay"}) for n in names]),
+                post_each(client, self.backing_path("bench") + strict,
+                          [self.direct_body(f"direct-{n}", {"bench": "direct"}) for n in names])], per_round)
+            create.add(through, kube)
+            relay_create.add(relay, kube)
         first = f"b1-0-{0}"
-        get = self.figure("b1_get", "one get of the same object, mean of 200 per round")
+        get = self.figure("b1_get", "one get of the same object, mean of 200 per round, interleaved with the "
+                                    "relayed and the direct ones")
         list_ = self.figure("b1_list_1000", "one list of the namespace's 1000 objects, mean of 3 per round")
         cached = self.figure("b1_list_1000_rv0", "the same list with resourceVersion=0 (both sides may answer "
                                                  "from their watch cache), mean of 3 per round")
@@ -314,23 +349,22 @@ class Bench:
                                                "kube-apiserver from its watch cache) vs a direct consistent get; "
                                                "mean of 200 per round")
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{s.kind}"
+
+        def get_of(path: str) -> Callable[[int], Any]:
+            return lambda _i: client.call("GET", path)
+
+        app, backing = self.app_path("bench", first), self.backing_path("bench", s.prefix + first)
         for _ in range(self.rounds):
-            hop.rounds.append((timed(lambda: self.client.call("GET", s.apps), 200),
-                               timed(lambda: self.client.call("GET", s.backing), 200)))
-            aggregated = self.timed_inside("b1_get", "get",
-                                           lambda: self.client.call("GET", self.app_path("bench", first)), 200)
-            direct = timed(lambda: self.client.call("GET", self.backing_path("bench", s.prefix + first)), 200)
-            relayed = timed(lambda: self.client.call("GET", self.relay_path("bench", s.prefix + first)), 200)
-            get.rounds.append((aggregated, direct))
-            relay_get.rounds.append((relayed, direct))
-            cached_get.rounds.append((timed(lambda: self.client.call(
-                "GET", self.app_path("bench", first) + "?resourceVersion=0"), 200), direct))
-            list_.rounds.append((timed(lambda: self.client.call("GET", self.app_path("bench")), 3),
-                                 timed(lambda: self.client.call("GET", self.backing_path("bench") + selector), 3)))
-            cached.rounds.append((
-                timed(lambda: self.client.call("GET", self.app_path("bench") + "?resourceVersion=0"), 3),
-                timed(lambda: self.client.call("GET", self.backing_path("bench") + selector + "&resourceVersion=0"),
-                      3)))
+            hop.add(*interleaved([get_of(s.apps), get_of(s.backing)], 200))
+            through, relay, kube = self.interleaved_inside(
+                "b1_get", "get", [get_of(app), get_of(self.relay_path("bench", s.prefix + first)), get_of(backing)],
+                200)
+            get.add(through, kube)
+            relay_get.add(relay, kube)
+            cached_get.add(*interleaved([get_of(app + "?resourceVersion=0"), get_of(backing)], 200))
+            list_.add(*interleaved([get_of(self.app_path("bench")), get_of(self.backing_path("bench") + selector)], 3))
+            cached.add(*interleaved([get_of(self.app_path("bench") + "?resourceVersion=0"),
+                                     get_of(self.backing_path("bench") + selector + "&resourceVersion=0")], 3))
 
     def direct_body(self, name: str, labels: dict[str, str], namespace: str = "bench",
                     app_name: str | None = None) -> dict[str, Any]:
@@ -349,7 +383,8 @@ class Bench:
         """Per B1 operation, what the two extra hops alone make of it, round by round.
 
         ``floor_ratio``: the direct operation through :mod:`tests.relay`, a server that does nothing but its
-        one backing call, vs directly; ``own_ms``: what the service adds above the relay (its own work: the
+        one backing call, vs directly; ``own_ms``: what the service adds above the relay at the median request of
+        each round, the three sides interleaved (its own work: the
         caller's authentication and authorization, admission, validation, translation, projection, the
         Event).  ``proxied_floor_ratio``: the direct operation plus one request the service answers from
         memory (``aggregation_hop``), i.e. the first hop only, without the relay's second TLS connection."""
@@ -357,10 +392,15 @@ class Bench:
         out: dict[str, dict[str, float]] = {}
         # Not for lists: their answers are 1000 objects through two proxies, not one request's hops.
         for key in ("b1_get", "b1_create"):
-            relayed = [r for r, _ in self.figures[key.replace("b1_", "relay_")].rounds]
-            paired = list(zip(self.figures[key].rounds, relayed, hops, strict=True))
+            through, relay = self.figures[key], self.figures[key.replace("b1_", "relay_")]
+            relayed = [r for r, _ in relay.rounds]
+            paired = list(zip(through.rounds, relayed, hops, strict=True))
+            # Own: the median request through the service less the median relayed one of the same round (the
+            # goal is stated at the median); the difference of the rounds' means is kept beside it.
+            own = [a - r for (a, _), (r, _) in zip(through.medians, relay.medians, strict=True)]
             out[key] = {"floor_ratio": round(statistics.median(r / d for (_, d), r, _ in paired), 3),
-                        "own_ms": round(statistics.median(a - r for (a, _), r, _ in paired) * 1000, 2),
+                        "own_ms": round(statistics.median(own) * 1000, 2),
+                        "own_of_means_ms": round(statistics.median(a - r for (a, _), r, _ in paired) * 1000, 2),
                         "proxied_floor_ratio": round(statistics.median((d + h) / d for (_, d), _, h in paired), 3)}
             out[key] |= self.split(key)
         return out
@@ -606,15 +646,15 @@ def object_cost(client: Client, path: str, module: str) -> dict[str, float]:
     return cost
 
 
+def post_each(client: Client, path: str, bodies: list[Any]) -> Callable[[int], Any]:
+    """A side of :func:`interleaved` whose i-th request creates ``bodies[i]`` (made before the timing)."""
+    return lambda i: client.call("POST", path, bodies[i])
+
+
 def dig_set(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     for key in path[:-1]:
         obj = obj.setdefault(key, {})
     obj[path[-1]] = value
-
-
-def iter_call(client: Client, method: str, path: str, bodies: list[Any]) -> Callable[[], Any]:
-    it = iter(bodies)
-    return lambda: client.call(method, path, next(it))
 
 
 @contextmanager

@@ -171,9 +171,10 @@ def markdown(results: dict[str, Any]) -> str:
                       "through `tests.relay` (`relay_get`, `relay_create`), an aggregated server that does nothing "
                       "but pass the request on to kube-apiserver with the services' own HTTP and TLS stack; *own* is "
                       "what the service adds above it (its caller's authentication and authorization, admission, "
-                      "validation, translation, projection). The *first hop only* is the direct "
-                      "operation plus one request the service answers from memory (`aggregation_hop`). Medians of "
-                      "the rounds:", "",
+                      "validation, translation, projection): the median request through the service less the median "
+                      "relayed one, the three sides taking turns request by request. The *first hop only* is the "
+                      "direct operation plus one request the service answers from memory (`aggregation_hop`). "
+                      "Medians of the rounds:", "",
                       "| benchmark | ratio | floor: the two hops alone (relay) | own | first hop only |",
                       "|---|---:|---:|---:|---:|"]
             for key, floor in r["floors"].items():
