@@ -135,9 +135,10 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "`nox -s bench` starts, one service at a time, a new cluster of its own (`bench`), the service and one sample",
         "kind (helm_agl: `Redis`, tofu_agl: `VPC`), and measures each operation through the aggregated API against the",
-        "same operation on the backing object directly **in the same run**, interleaved round by round; the ratio is",
-        "what matters. Each figure is the **median of the rounds' ratios** with their range; what one round averages",
-        "is in the last column. Nothing here is asserted by the test suite.",
+        "same operation on the backing object directly **in the same run**: in B1 the sides take turns request by",
+        "request, elsewhere round by round; the ratio is what matters. Each figure is the **median of the rounds'",
+        "ratios** with their range; what one round averages is in the last column. Nothing here is asserted by the",
+        "test suite.",
         "",
         f"SPEC §8's ratios: run of {results['date']} ({results['machine']}; this part, `python -m tests.bench "
         f"--parts spec --out docs`, took {results['duration_s'] / 60:.1f} min)."

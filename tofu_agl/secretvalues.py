@@ -12,7 +12,13 @@ text values for :data:`MAX_AGE` seconds.  A status is projected without waiting 
 wait for Secrets), so :meth:`SecretValues.known` answers from what was read and starts a read for what was
 not; until a Secret was read, the caller withholds what could hold its values.  A read that changes what is
 known tells the listeners, which project again what they kept.  A value changed in the Secret is masked
-from the next read of it on (at most :data:`MAX_AGE` after the change, once a projection asks for it).
+from the next read of it on (at most :data:`MAX_AGE` after the change, once a projection asks for it), and the
+values it held before stay masked too (up to :data:`MAX_VALUES` per Secret): tofu-controller's message may
+still be the one OpenTofu printed with the old value.
+
+What is kept is bounded: at most :data:`MAX_SECRETS` Secrets, the least recently asked for dropped first (a
+dropped Secret is read again when asked for, its messages withheld meanwhile), and a storage's record of which
+Terraforms were projected with which Secret drops the Terraforms its informer no longer holds.
 """
 
 from __future__ import annotations
@@ -39,8 +45,17 @@ MAX_AGE = 60.0
 #: A Secret that could not be read (not a 404) is tried again after this long.
 UNREADABLE_AGE = 5.0
 
+#: Secrets whose values are kept at most; the least recently asked for is dropped first.
+MAX_SECRETS = 10_000
+#: Values kept per Secret at most, its current ones first and then those it held before, newest first.
+MAX_VALUES = 64
+#: A storage's record of which Terraforms read which Secret is pruned of deleted Terraforms above this size.
+PRUNE_FLOOR = 1024
+
 #: (namespace, name) of a Secret.
 SecretKey = tuple[str, str]
+#: A kept Secret: when it was read, the values to mask with (None: unreadable), and every value it was seen to hold.
+Entry = tuple[float, tuple[str, ...] | None, tuple[str, ...]]
 
 
 def secret_references(terraform: JSON) -> list[str]:
@@ -106,20 +121,36 @@ def guard_messages(conditions: list[JSON], controller_conditions: Any, masks: Se
 class SecretValues:
     """The text values of the Secrets the service's Terraforms read, as last read, by Secret."""
 
-    def __init__(self, secrets: ObjectClient, *, max_age: float = MAX_AGE) -> None:
+    def __init__(self, secrets: ObjectClient, *, max_age: float = MAX_AGE, max_secrets: int = MAX_SECRETS) -> None:
         self._secrets = secrets
         self._max_age = max_age
-        #: When each Secret was read and its values (None: it could not be read; () also when it does not exist).
-        self._read: dict[SecretKey, tuple[float, tuple[str, ...] | None]] = {}
+        self._max_secrets = max_secrets
+        #: When each Secret was read, the values to mask with (its current ones, then those it held before;
+        #: None: it could not be read; () when it does not exist and never held any), and every value it was
+        #: seen to hold.  In the order last asked for, the least recent first.
+        self._read: dict[SecretKey, Entry] = {}
         self._reading: dict[SecretKey, asyncio.Task[None]] = {}
         self._listeners: set[Callable[[SecretKey], None]] = set()
+        self._drop_listeners: set[Callable[[SecretKey], None]] = set()
 
-    def listen(self, listener: Callable[[SecretKey], None]) -> None:
-        """Call ``listener`` with each Secret whose known values change (first read included)."""
+    def listen(self, listener: Callable[[SecretKey], None],
+               dropped: Callable[[SecretKey], None] | None = None) -> None:
+        """Call ``listener`` with each Secret whose known values change (first read included), and ``dropped``
+        with each Secret no longer kept (:data:`MAX_SECRETS`)."""
         self._listeners.add(listener)
+        if dropped is not None:
+            self._drop_listeners.add(dropped)
 
-    def forget_listener(self, listener: Callable[[SecretKey], None]) -> None:
+    def forget_listener(self, listener: Callable[[SecretKey], None],
+                        dropped: Callable[[SecretKey], None] | None = None) -> None:
         self._listeners.discard(listener)
+        if dropped is not None:
+            self._drop_listeners.discard(dropped)
+
+    @property
+    def size(self) -> int:
+        """How many Secrets' values are kept."""
+        return len(self._read)
 
     def known(self, terraform: JSON) -> list[str] | None:
         """The values of every Secret ``terraform`` reads, as last read; None while one of them was never read
@@ -128,7 +159,9 @@ class SecretValues:
         values: list[str] | None = []
         for name in secret_references(terraform):
             key = (namespace, name)
-            entry = self._read.get(key)
+            entry = self._read.pop(key, None)
+            if entry is not None:
+                self._read[key] = entry  # now the most recently asked for
             if entry is None or self._stale(entry):
                 self._start(key)
             if entry is None or entry[1] is None:
@@ -147,7 +180,7 @@ class SecretValues:
                 await self._start(key)
         return self.known(terraform)
 
-    def _stale(self, entry: tuple[float, tuple[str, ...] | None]) -> bool:
+    def _stale(self, entry: Entry) -> bool:
         age = self._max_age if entry[1] is not None else UNREADABLE_AGE
         return time.monotonic() - entry[0] > age
 
@@ -168,8 +201,17 @@ class SecretValues:
             if values is None:
                 log.warning("cannot read a Secret a Terraform reads; its messages stay withheld",
                             extra={"namespace": key[0], "secret": key[1], "code": exc.code})
-        previous = self._read.get(key)
-        self._read[key] = (time.monotonic(), values)
+        previous = self._read.pop(key, None)
+        earlier = previous[2] if previous is not None else ()
+        if values is not None:
+            values = tuple(dict.fromkeys((*values, *earlier)))[:MAX_VALUES]
+        # Unreadable: withheld until read again (it may hold a value not seen yet); what it held is remembered.
+        self._read[key] = (time.monotonic(), values, earlier if values is None else values)
+        while len(self._read) > self._max_secrets:
+            dropped = next(iter(self._read))
+            del self._read[dropped]
+            for listener in list(self._drop_listeners):
+                listener(dropped)
         if previous is None or previous[1] != values:
             for listener in list(self._listeners):
                 listener(key)
@@ -179,19 +221,29 @@ class Masking:
     """What one kind's storage masks with: the values of the Secrets each Terraform reads, and which kept
     projections to make again when those change (they were made with the values known then)."""
 
-    def __init__(self, values: SecretValues, forget: Callable[[Key], None]) -> None:
+    def __init__(self, values: SecretValues, forget: Callable[[Key], None], holds: Callable[[Key], bool], *,
+                 prune_floor: int = PRUNE_FLOOR) -> None:
         self._values = values
         self._forget = forget
-        #: The Terraforms projected with each Secret's values.
+        self._holds = holds
+        #: The Terraforms projected with each Secret's values, and how many (Secret, Terraform) pairs that is.
         self._readers: dict[SecretKey, set[Key]] = {}
-        values.listen(self._changed)
+        self._pairs = 0
+        #: Above this many pairs, those of Terraforms the informer no longer holds are dropped.
+        self._prune_floor = self._prune_above = prune_floor
+        values.listen(self._changed, self._dropped)
 
     def known(self, terraform: JSON) -> list[str] | None:
         """:meth:`SecretValues.known`, remembering that ``terraform``'s projection depends on those Secrets."""
         meta = terraform.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         for secret in secret_references(terraform):
-            self._readers.setdefault((namespace, secret), set()).add((namespace, name))
+            readers = self._readers.setdefault((namespace, secret), set())
+            if (namespace, name) not in readers:
+                readers.add((namespace, name))
+                self._pairs += 1
+        if self._pairs > self._prune_above:
+            self._prune()
         return self._values.known(terraform)
 
     async def read(self, terraform: JSON) -> list[str] | None:
@@ -199,8 +251,28 @@ class Masking:
         return await self._values.values(terraform)
 
     def close(self) -> None:
-        self._values.forget_listener(self._changed)
+        self._values.forget_listener(self._changed, self._dropped)
+
+    @property
+    def pairs(self) -> int:
+        """How many (Secret, Terraform) pairs are remembered."""
+        return self._pairs
+
+    def _prune(self) -> None:
+        """Forget the deleted Terraforms; run each time the pairs have doubled, so its cost is spread thin."""
+        alive = {secret: kept for secret, readers in self._readers.items()
+                 if (kept := {key for key in readers if self._holds(key)})}
+        self._readers = alive
+        self._pairs = sum(len(readers) for readers in alive.values())
+        self._prune_above = max(self._prune_floor, 2 * self._pairs)
+
+    def _dropped(self, secret: SecretKey) -> None:
+        # Its values are no longer kept: a Terraform that reads it is withheld and remembered again when next
+        # projected, and what was projected with it stays right (it was masked with the values then).
+        self._pairs -= len(self._readers.pop(secret, ()))
 
     def _changed(self, secret: SecretKey) -> None:
-        for key in self._readers.pop(secret, ()):
+        readers = self._readers.pop(secret, set())
+        self._pairs -= len(readers)
+        for key in readers:
             self._forget(key)

@@ -100,7 +100,8 @@ class ApplicationStorage:
         )
         self._projections = Projections(self._informer, self._to_app)
         # The values of the Secrets the Terraforms read, masked in their messages and plans (secretvalues).
-        self._masking = Masking(secret_values or SecretValues(self._plan_objects["secrets"]), self._projections.forget)
+        self._masking = Masking(secret_values or SecretValues(self._plan_objects["secrets"]), self._projections.forget,
+                                self._informer.holds)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
