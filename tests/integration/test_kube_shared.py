@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,18 +41,9 @@ def _terraform(name: str, run: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def api(control_plane: Any) -> AsyncIterator[kclient.ApiClient]:
+def api(kube_client: kclient.ApiClient, control_plane: Any) -> kclient.ApiClient:
     control_plane.kubectl("create", "namespace", NS, check=False)
-    client = await api_client(str(control_plane.kubeconfig))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-def run() -> str:
-    return uuid.uuid4().hex[:8]
+    return kube_client
 
 
 async def _cleanup(oc: ObjectClient, name: str) -> None:

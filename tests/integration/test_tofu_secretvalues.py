@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from kubernetes_asyncio import client as kclient
 
 from shared.api.errors import ApiError
 from shared.client.informer import Informer, Tuning
-from shared.client.kube import GVR, ObjectClient, api_client
+from shared.client.kube import GVR, ObjectClient
 from tests.unit.waiting import eventually
 from tofu_agl.plan import REDACTED
 from tofu_agl.secretvalues import Masking, SecretKey, SecretValues, guard_messages
@@ -31,18 +29,9 @@ RUN_LABEL = "test.cozystack.io/secretvalues-run"
 
 
 @pytest.fixture
-async def api(control_plane: Any) -> AsyncIterator[kclient.ApiClient]:
+def api(kube_client: kclient.ApiClient, control_plane: Any) -> kclient.ApiClient:
     control_plane.kubectl("create", "namespace", NS, check=False)
-    client = await api_client(str(control_plane.kubeconfig))
-    try:
-        yield client
-    finally:
-        await client.close()
-
-
-@pytest.fixture
-def run() -> str:
-    return uuid.uuid4().hex[:8]
+    return kube_client
 
 
 def _secret(name: str, value: str) -> dict[str, Any]:
