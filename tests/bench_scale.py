@@ -217,7 +217,7 @@ def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
 
     sides = {**get_sides(bench), "create_aggregated": create_app, "create_direct": create_direct}
     pids = {"service": bench.pid, **kube_pids(cluster)}
-    return summarize_throughput(interleaved(cluster, sides, pids, rounds))
+    return summarize_throughput(saturated_in_turns(cluster, sides, pids, rounds))
 
 
 def get_sides(bench: Bench) -> dict[str, Callable[[Client, int], Any]]:
@@ -245,7 +245,7 @@ def kube_pids(cluster: Cluster) -> dict[str, int]:
     return {k: v for k, v in cluster.pids.items() if k in ("kube-apiserver", "etcd")}
 
 
-def interleaved(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
+def saturated_in_turns(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
                 rounds: int) -> dict[str, list[dict[str, float]]]:
     """``saturate`` each side once per round, the sides in turn."""
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
@@ -280,7 +280,7 @@ def replica_throughput(bench: Bench, extra_args: tuple[str, ...], rounds: int) -
         aggregation.wait_available(cluster, service.group, service.version, timeout=STARTUP_TIMEOUT)
         bench.pid = first.pid
         print(f"  {REPLICAS} replicas on port {first.port}: {pids}", flush=True)
-        measured = interleaved(cluster, get_sides(bench), {**pids, **kube_pids(cluster)}, rounds)
+        measured = saturated_in_turns(cluster, get_sides(bench), {**pids, **kube_pids(cluster)}, rounds)
     finally:
         for other in others:
             processes.terminate(other.pid, grace=10)
