@@ -102,6 +102,11 @@ def settled(cluster: Cluster, plural: str, name: str, status: str = "True", gene
         if release is not None and release.get("status", {}).get("observedGeneration") != \
                 release["metadata"]["generation"]:
             return None
+        # The Application was read first: a change of the HelmRelease between the two reads leaves it showing the
+        # generation before, Ready but not yet observed (kstatus: InProgress). Its own generation must be seen too.
+        generation = app["metadata"].get("generation")
+        if (app.get("status") or {}).get("observedGeneration", generation) != generation:
+            return None
         return app if ready(app, status) else None
 
     result: dict[str, Any] = wait_for(check, f"{plural}/{name} Ready={status}", timeout=SLOW, interval=1)
