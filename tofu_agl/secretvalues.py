@@ -1,7 +1,8 @@
 """The values of the Secrets a Terraform reads, kept to mask them in what a tenant reads of its Application.
 
 tofu-controller hands OpenTofu the values of the Secrets a Terraform names (``varsFrom``,
-``vars[].valueFrom.secretKeyRef``, ``backendConfigsFrom``, ``cliConfigSecretRef``), and OpenTofu prints a
+``vars[].valueFrom.secretKeyRef``, ``backendConfigsFrom``, ``cliConfigSecretRef``, and the runner pod
+template's environment and volumes: ``TF_VAR_`` variables come from there too), and OpenTofu prints a
 value in clear where the module does not mark it sensitive: in a diagnostic, which tofu-controller copies
 into its ``Ready`` message, or in a plan.  A tenant who may read the Application need not be one who may
 read those Secrets (the built-in ``view`` role reads no Secret), so every message and plan shown on the
@@ -28,12 +29,13 @@ import base64
 import binascii
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 from shared.client.informer import Key
+from shared.client.informer.transforms import Transform
 from shared.client.kube import ObjectClient
 
 from .plan import mask_text
@@ -72,7 +74,58 @@ def secret_references(terraform: JSON) -> list[str]:
     cli = spec.get("cliConfigSecretRef") or {}
     if isinstance(cli, dict) and cli.get("name"):
         names.add(str(cli["name"]))
+    runner = _runner_spec(spec.get("runnerPodTemplate"))
+    for part in RUNNER_PARTS:
+        names.update(name for entry in _entries(runner, part) for name in _runner_secrets(part, entry))
     return sorted(names)
+
+
+#: The parts of a runner pod's spec that can hand the runner a Secret's values (as environment or files).
+RUNNER_PARTS = ("env", "envFrom", "volumes")
+
+
+def keeping_runner_secrets(transform: Transform) -> Transform:
+    """``transform``, then the runner pod template cut down to the entries that name a Secret.
+
+    A cache that keeps only some of a Terraform's spec still answers :func:`secret_references` as the whole
+    object would: the template is most of a Terraform, and few of its entries name a Secret.
+    """
+
+    def keep(terraform: JSON) -> JSON:
+        template = (terraform.get("spec") or {}).get("runnerPodTemplate")
+        kept = transform(terraform)
+        runner = _runner_spec(template)
+        secret_entries = {part: [e for e in _entries(runner, part) if any(_runner_secrets(part, e))]
+                          for part in RUNNER_PARTS}
+        secret_entries = {part: entries for part, entries in secret_entries.items() if entries}
+        if secret_entries:
+            kept = {**kept, "spec": {**(kept.get("spec") or {}), "runnerPodTemplate": {"spec": secret_entries}}}
+        return kept
+
+    return keep
+
+
+def _runner_spec(template: Any) -> JSON:
+    spec = template.get("spec") if isinstance(template, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def _entries(spec: JSON, part: str) -> list[JSON]:
+    value = spec.get(part)
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def _runner_secrets(part: str, entry: JSON) -> Iterator[str]:
+    """The Secrets one ``env``, ``envFrom`` or ``volumes`` entry of a runner pod reads."""
+    if part == "env":
+        refs = [((entry.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")]
+    elif part == "envFrom":
+        refs = [(entry.get("secretRef") or {}).get("name")]
+    else:
+        refs = [(entry.get("secret") or {}).get("secretName")]
+        sources = (entry.get("projected") or {}).get("sources") or []
+        refs += [(source.get("secret") or {}).get("name") for source in sources if isinstance(source, dict)]
+    return (str(ref) for ref in refs if ref)
 
 
 def secret_strings(secret: JSON) -> list[str]:
@@ -84,6 +137,12 @@ def secret_strings(secret: JSON) -> list[str]:
         except (binascii.Error, UnicodeDecodeError):
             continue
     return [value for value in found if value]
+
+
+def controller_said_something(terraform: JSON) -> bool:
+    """Whether tofu-controller wrote a message into ``terraform``'s conditions (what the Application repeats)."""
+    conditions = (terraform.get("status") or {}).get("conditions")
+    return isinstance(conditions, list) and any(isinstance(c, dict) and c.get("message") for c in conditions)
 
 
 #: What an Application shows instead of a message of tofu-controller's that may hold a secret value.
@@ -234,7 +293,13 @@ class Masking:
         values.listen(self._changed, self._dropped)
 
     def known(self, terraform: JSON) -> list[str] | None:
-        """:meth:`SecretValues.known`, remembering that ``terraform``'s projection depends on those Secrets."""
+        """:meth:`SecretValues.known`, remembering that ``terraform``'s projection depends on those Secrets.
+
+        A Terraform whose conditions carry no message of tofu-controller's (one it has not reconciled yet) shows
+        nothing to mask: its projection depends on no Secret, and none is read or remembered for it.
+        """
+        if not controller_said_something(terraform):
+            return []
         meta = terraform.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         for secret in secret_references(terraform):

@@ -54,15 +54,16 @@ from .names import (
     watched_selector,
 )
 from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
-from .secretvalues import Masking, SecretValues
+from .secretvalues import Masking, SecretValues, keeping_runner_secrets
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
 CONFIGMAPS = GVR("", "v1", "configmaps")
 SECRETS = GVR("", "v1", "secrets")
-#: What the cache keeps of a Terraform: no managedFields, and of the spec only what its readers use.
-CACHE_TRANSFORM = keeping_spec(SPEC_READ)
+#: What the cache keeps of a Terraform: no managedFields, and of the spec only what its readers use (of the runner
+#: pod template, the entries naming the Secrets whose values are masked).
+CACHE_TRANSFORM = keeping_runner_secrets(keeping_spec(SPEC_READ))
 
 
 class ApplicationStorage:

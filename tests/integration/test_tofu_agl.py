@@ -661,15 +661,25 @@ def test_definition_change_rolls_out_and_pins_state(tofu: Cluster, api: Api) -> 
 # ------------------------------------------------------------------------------------ secret values
 
 
-def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster, api: Api, reference: Any) -> None:
-    """A kind whose Terraforms read a Secret (varsFrom): OpenTofu prints its value in a diagnostic, which
-    tofu-controller copies into Ready (written here onto the status subresource, as the controller would; the
-    flux tier has it from the real one). No read of the Application shows the value: withheld until the
-    service has read the Secret, then masked, in gets, lists and watches alike."""
+#: The two ways a definition hands its Terraforms a Secret: as variables, and in the runner pod's environment.
+SECRET_READERS = {
+    "varsFrom": {"varsFrom": [{"kind": "Secret", "name": "guarded-creds"}]},
+    "runner-env": {"runnerPodTemplate": {"spec": {"env": [
+        {"name": "TF_VAR_token", "valueFrom": {"secretKeyRef": {"name": "guarded-creds", "key": "token"}}}]}}},
+}
+
+
+@pytest.mark.parametrize("reader", list(SECRET_READERS))
+def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster, api: Api, reference: Any,
+                                                                   reader: str) -> None:
+    """A kind whose Terraforms read a Secret (varsFrom, or the runner pod's environment): OpenTofu prints its
+    value in a diagnostic, which tofu-controller copies into Ready (written here onto the status subresource, as
+    the controller would; the flux tier has it from the real one). No read of the Application shows the value:
+    withheld until the service has read the Secret, then masked, in gets, lists and watches alike."""
     secret_value = "leak-from-guarded-creds-42"
     kubectl(tofu, "create", "secret", "generic", "guarded-creds", "-n", NS, f"--from-literal=token={secret_value}")
     defn = _variant("secretive", "Secretive", "secretives", "secretive", schema_of("vpc.yaml"),
-                    varsFrom=[{"kind": "Secret", "name": "guarded-creds"}])
+                    **SECRET_READERS[reader])
     kubectl(tofu, "apply", "-f", "-", input=json.dumps(defn))
     try:
         wait_for(lambda: "secretives" in served(tofu), "secretives served", timeout=60)
@@ -706,6 +716,7 @@ def test_a_secret_value_in_tofu_controllers_message_is_never_shown(tofu: Cluster
         kubectl(tofu, "delete", f"secretives.{GROUP}", "g1", "-n", NS, "--wait=false", check=False)
         kubectl(tofu, "delete", "tofuapplicationdefinition", "secretive", check=False)
         kubectl(tofu, "delete", "secret", "guarded-creds", "-n", NS, check=False)
+        wait_for(lambda: "secretives" not in served(tofu), "secretives no longer served", timeout=60)
 
 
 # ------------------------------------------------------------------------------------ --group

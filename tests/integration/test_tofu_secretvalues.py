@@ -39,11 +39,15 @@ def _secret(name: str, value: str) -> dict[str, Any]:
             "data": {"password": base64.b64encode(value.encode()).decode()}}
 
 
-def _terraform(name: str, secret: str, run: str = "") -> dict[str, Any]:
+def _terraform(name: str, secret: str, run: str = "", message: str = "Plan generated") -> dict[str, Any]:
+    """A Terraform reading ``secret``; its status (dropped by a create: a subresource) has tofu-controller's
+    ``message`` in Ready, as once the controller reconciled it."""
     return {"apiVersion": TERRAFORMS.api_version, "kind": "Terraform",
             "metadata": {"name": name, "namespace": NS, "labels": {RUN_LABEL: run}},
             "spec": {"interval": "10m", "path": "./modules/a", "varsFrom": [{"kind": "Secret", "name": secret}],
-                     "sourceRef": {"kind": "GitRepository", "name": "infra", "namespace": "flux-system"}}}
+                     "sourceRef": {"kind": "GitRepository", "name": "infra", "namespace": "flux-system"}},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "Progressing",
+                                       "message": message}] if message else []}}
 
 
 async def _delete(oc: ObjectClient, name: str) -> None:
@@ -137,4 +141,25 @@ async def test_the_readers_of_a_secret_forget_deleted_terraforms(api: kclient.Ap
         await informer.stop()
         for name in names:
             await _delete(terraforms, name)
+        await _delete(secrets, secret)
+
+
+async def test_a_terraform_the_controller_has_not_reconciled_depends_on_no_secret(api: kclient.ApiClient,
+                                                                                 run: str) -> None:
+    """No message of tofu-controller's, nothing shown to mask: no Secret is read or remembered for it (a kind of
+    50 000 new Terraforms reading one Secret would otherwise remember 50 000 readers of it)."""
+    secrets = ObjectClient(api, SECRETS)
+    secret = f"quiet-{run}"
+    await secrets.create(NS, _secret(secret, f"quiet-value-{run}"))
+    try:
+        values = SecretValues(secrets)
+        masking = Masking(values, lambda _key: None, lambda _key: True)
+        assert masking.known(_terraform(f"new-{run}", secret, run, message="")) == []
+        assert masking.pairs == 0 and values.size == 0
+        assert masking.known(_terraform(f"said-{run}", secret, run)) is None  # read started, withheld meanwhile
+        assert masking.pairs == 1
+        assert await masking.read(_terraform(f"said-{run}", secret, run)) == [f"quiet-value-{run}"]
+        assert values.size == 1
+        masking.close()
+    finally:
         await _delete(secrets, secret)

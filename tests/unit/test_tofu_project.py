@@ -588,10 +588,10 @@ def test_real_definition_model_round_trip() -> None:
 def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str, approve: str) -> None:
     """The storage's cache keeps only ``SPEC_READ`` of a Terraform's spec: lists (from the cache) and gets
     (whole objects from kube-apiserver) must still show the same Application, status and plan preview."""
-    from shared.client.informer import keeping_spec
     from tofu_agl import plan
     from tofu_agl.plan_read import PlanSummaries
     from tofu_agl.secretvalues import secret_references
+    from tofu_agl.storage import CACHE_TRANSFORM
 
     # A definition setting every Terraform field a definition controls, so the built spec carries many the
     # projection does not read.
@@ -610,11 +610,12 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     whole["status"] = copy.deepcopy(reference(f"terraform-{phase}")["status"])
     unread = set(whole["spec"]) - set(project.SPEC_READ)
     assert {"runnerPodTemplate", "backendConfig", "sourceRef", "path"} <= unread
-    cached = keeping_spec(project.SPEC_READ)(copy.deepcopy(whole))
-    assert "managedFields" not in cached["metadata"] and not unread & set(cached["spec"])
+    cached = CACHE_TRANSFORM(copy.deepcopy(whole))
+    assert "managedFields" not in cached["metadata"] and not unread - {"runnerPodTemplate"} & set(cached["spec"])
+    assert cached["spec"]["runnerPodTemplate"] == {"spec": {"envFrom": [{"secretRef": {"name": "aws-credentials"}}]}}
     assert to_application(d, cached, group=GROUP) == to_application(d, whole, group=GROUP)
     assert project.awaiting_approval(cached) == project.awaiting_approval(whole)
     assert plan.plan_location(cached) == plan.plan_location(whole)
     assert PlanSummaries.key(cached) == PlanSummaries.key(whole)
     # whose values are masked in what the Application shows
-    assert secret_references(cached) == secret_references(whole) == ["cloud-credentials"]
+    assert secret_references(cached) == secret_references(whole) == ["aws-credentials", "cloud-credentials"]
