@@ -17,8 +17,9 @@ import asyncio
 import contextlib
 import datetime
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
@@ -38,6 +39,8 @@ from .registry import KindRegistry
 from .rollout import rollout_key, rollout_patch
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFINITIONS = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
 #: HelmRelease writes in flight at once during a rollout.
@@ -273,11 +276,11 @@ class DefinitionReconciler:
         """One round: patch every HelmRelease of ``defn``'s kind that is not up to date."""
         result = Rollout()
 
-        def stale(hr: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+        def stale(hr: dict[str, Any]) -> dict[str, Any] | Settled:
             return hr if rollout_patch(defn, hr, group=self.group)[0] is not None else Settled()
 
         try:
-            listing = await self._releases.list_all(None, backing_selector(defn, self.group), keep=stale)
+            items = await self._backing(defn, stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -287,13 +290,23 @@ class DefinitionReconciler:
             async with gate:
                 result.count(*await self._patch_one(defn, hr))
 
-        items = listing.get("items") or []
         for _settled in (item for item in items if isinstance(item, Settled)):
             result.count("unchanged", None)
         await asyncio.gather(*(one(hr) for hr in items if not isinstance(hr, Settled)))
         log.info("rollout round done", extra={"definition": defn.name, "patched": result.patched,
                                               "unchanged": result.unchanged, "failed": result.failed})
         return result
+
+    async def _backing(self, defn: ApplicationDefinition, keep: Callable[[JSON], T]) -> list[T]:
+        """What ``keep`` makes of each HelmRelease of ``defn``'s kind: from the kind's cache when it can answer
+        as a consistent list would (no second list of every object after a start), else listed."""
+        served = self.registry.served.get(defn.name)
+        kept: list[T] | None = await served.storage.kept_backing(keep) if served is not None else None
+        if kept is not None:
+            return kept
+        listing = await self._releases.list_all(None, backing_selector(defn, self.group),
+                                                keep=lambda hr, _page: keep(hr))
+        return list(listing.get("items") or [])
 
     async def _patch_one(self, defn: ApplicationDefinition, hr: dict[str, Any]) -> tuple[Outcome, str | None]:
         meta = hr["metadata"]

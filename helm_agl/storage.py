@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
-from shared.admission.cluster import add_warning
-from shared.api import errors, ownership, selectors
+from shared.admission.cluster import warn_of_new_finalizers
+from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.api.watchview import WatchView, backing_field_selector
@@ -87,6 +87,12 @@ class ApplicationStorage:
 
     async def stop(self) -> None:
         await self._informer.stop()
+
+    async def kept_backing(self, keep: Callable[[JSON], Any]) -> builtins.list[Any] | None:
+        """What ``keep`` makes of each of the kind's HelmReleases in the cache (not its read fence), as current as a
+        consistent list of them; None when the cache cannot answer so (the caller lists them instead)."""
+        kind, group = self.definition.kind, self.info.group
+        return await self._informer.kept(keep, lambda backing: is_application(backing, kind, group))
 
     async def wait_synced(self) -> None:
         """Until the kind's cache has listed its backing objects once."""
@@ -261,7 +267,7 @@ class ApplicationStorage:
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         app = self._created_app(hr, admitted, created)
-        _warn_of_finalizers(app)
+        warn_of_new_finalizers(app)
         # No Event: kube-apiserver records none for a created custom resource, and one would cost it a write
         # as large as the create (docs/architecture.md, "A request, top to bottom").
         return app
@@ -288,7 +294,7 @@ class ApplicationStorage:
             except ApiError as exc:
                 raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
-        _warn_of_finalizers(app, old)
+        warn_of_new_finalizers(app, old)
         if not options.dry_run and updated["metadata"].get("resourceVersion") != existing["metadata"].get(
             "resourceVersion"
         ):
@@ -316,9 +322,3 @@ class ApplicationStorage:
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
         return table_cells(obj)
-
-
-def _warn_of_finalizers(app: JSON, old: JSON | None = None) -> None:
-    """The warnings kube-apiserver sends for a custom resource's new finalizers, sent back for the Application."""
-    for text in ownership.finalizer_warnings(app.get("metadata") or {}, (old or {}).get("metadata")):
-        add_warning(text)

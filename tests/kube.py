@@ -120,6 +120,21 @@ def served_requests(cluster: Cluster, group: str, resource: str) -> Counter[str]
     return counts
 
 
+_LISTED = re.compile(r'^apiserver_(?:cache|storage)_list_returned_objects_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$',
+                     re.M)
+
+
+def listed_objects(cluster: Cluster, group: str, resource: str) -> int:
+    """Objects of ``resource`` kube-apiserver returned in lists so far, from its watch cache or from etcd (a list
+    of ``limit=1`` returns one; a list of everything, all)."""
+    total = 0
+    for match in _LISTED.finditer(kubectl(cluster, "get", "--raw", "/metrics").stdout):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
+        if (labels.get("group"), labels.get("resource")) == (group, resource):
+            total += int(float(match["value"]))
+    return total
+
+
 def call_service(port: int, path: str, *, cert: tuple[Path, Path] | None = None,
                  headers: dict[str, str] | None = None) -> tuple[int, Any]:
     """GET a service directly, not through kube-apiserver: as its front proxy when ``cert`` is the front-proxy

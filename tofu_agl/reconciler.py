@@ -21,8 +21,9 @@ import asyncio
 import contextlib
 import datetime
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import kopf
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, retry_if_result, wait_exponential_jitter
@@ -42,6 +43,8 @@ from .registry import KindRegistry
 from .rollout import not_rolled_out, rollout_key, rollout_patch
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DEFINITIONS = GVR("cozystack.io", "v1alpha1", "tofuapplicationdefinitions")
 #: Terraform writes in flight at once during a rollout.
@@ -282,14 +285,14 @@ class DefinitionReconciler:
         kept their state location."""
         result = Rollout()
 
-        def stale(tf: dict[str, Any], _page: JSON) -> dict[str, Any] | Settled:
+        def stale(tf: dict[str, Any]) -> dict[str, Any] | Settled:
             patch, pinned = rollout_patch(defn, tf, group=self.group)
             if patch is not None:
                 return tf
             return Settled(not_rolled_out(defn, tf, pinned) if pinned else None)
 
         try:
-            listing = await self._terraforms.list_all(None, backing_selector(defn, self.group), keep=stale)
+            items = await self._backing(defn, stale)
         except ApiError as exc:
             result.error = exc.message
             return result
@@ -302,7 +305,6 @@ class DefinitionReconciler:
             if pinned:
                 result.pinned.append(not_rolled_out(defn, tf, pinned))
 
-        items = listing.get("items") or []
         for settled in (item for item in items if isinstance(item, Settled)):
             result.count("unchanged", None)
             if settled.note is not None:
@@ -314,6 +316,17 @@ class DefinitionReconciler:
                                               "unchanged": result.unchanged, "failed": result.failed,
                                               "not_rolled_out": len(result.pinned)})
         return result
+
+    async def _backing(self, defn: TofuApplicationDefinition, keep: Callable[[JSON], T]) -> list[T]:
+        """What ``keep`` makes of each Terraform of ``defn``'s kind: from the kind's cache when it can answer
+        as a consistent list would (no second list of every object after a start), else listed."""
+        served = self.registry.served.get(defn.name)
+        kept: list[T] | None = await served.storage.kept_backing(keep) if served is not None else None
+        if kept is not None:
+            return kept
+        listing = await self._terraforms.list_all(None, backing_selector(defn, self.group),
+                                                  keep=lambda tf, _page: keep(tf))
+        return list(listing.get("items") or [])
 
     async def _patch_one(self, defn: TofuApplicationDefinition,
                          tf: dict[str, Any]) -> tuple[Outcome, str | None, list[str]]:

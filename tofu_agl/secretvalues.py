@@ -35,7 +35,6 @@ from typing import Any
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 from shared.client.informer import Key
-from shared.client.informer.transforms import Transform
 from shared.client.kube import ObjectClient
 
 from .plan import mask_text
@@ -82,27 +81,6 @@ def secret_references(terraform: JSON) -> list[str]:
 
 #: The parts of a runner pod's spec that can hand the runner a Secret's values (as environment or files).
 RUNNER_PARTS = ("env", "envFrom", "volumes")
-
-
-def keeping_runner_secrets(transform: Transform) -> Transform:
-    """``transform``, then the runner pod template cut down to the entries that name a Secret.
-
-    A cache that keeps only some of a Terraform's spec still answers :func:`secret_references` as the whole
-    object would: the template is most of a Terraform, and few of its entries name a Secret.
-    """
-
-    def keep(terraform: JSON) -> JSON:
-        template = (terraform.get("spec") or {}).get("runnerPodTemplate")
-        kept = transform(terraform)
-        runner = _runner_spec(template)
-        secret_entries = {part: [e for e in _entries(runner, part) if any(_runner_secrets(part, e))]
-                          for part in RUNNER_PARTS}
-        secret_entries = {part: entries for part, entries in secret_entries.items() if entries}
-        if secret_entries:
-            kept = {**kept, "spec": {**(kept.get("spec") or {}), "runnerPodTemplate": {"spec": secret_entries}}}
-        return kept
-
-    return keep
 
 
 def _runner_spec(template: Any) -> JSON:

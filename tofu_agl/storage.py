@@ -27,8 +27,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from shared.admission import AdmissionRequest, Admit, Mutate, admit_all, mutate_nothing, mutate_with_defaults
-from shared.admission.cluster import add_warning
-from shared.api import errors, ownership, selectors
+from shared.admission.cluster import warn_of_new_finalizers
+from shared.api import errors, selectors
 from shared.api.errors import ApiError
 from shared.api.rest import Content, ListOptions, RequestContext, ResourceInfo, WriteOptions
 from shared.api.watchview import WatchView, backing_field_selector
@@ -54,16 +54,17 @@ from .names import (
     watched_selector,
 )
 from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
-from .secretvalues import Masking, SecretValues, keeping_runner_secrets
+from .rollout import PINNED_FIELDS, ROLLOUT_FIELDS
+from .secretvalues import Masking, SecretValues
 from .validate import validate_application
 
 log = logging.getLogger(__name__)
 
 CONFIGMAPS = GVR("", "v1", "configmaps")
 SECRETS = GVR("", "v1", "secrets")
-#: What the cache keeps of a Terraform: no managedFields, and of the spec only what its readers use (of the runner
-#: pod template, the entries naming the Secrets whose values are masked).
-CACHE_TRANSFORM = keeping_runner_secrets(keeping_spec(SPEC_READ))
+#: What the cache keeps of a Terraform: no managedFields, and of the spec what its readers use: the projection, the
+#: watch and the plan preview, and the definition's rollout round (the fields a definition sets).
+CACHE_TRANSFORM = keeping_spec((*SPEC_READ, *ROLLOUT_FIELDS, *PINNED_FIELDS))
 
 
 class ApplicationStorage:
@@ -111,6 +112,11 @@ class ApplicationStorage:
     async def stop(self) -> None:
         self._masking.close()
         await self._informer.stop()
+
+    async def kept_backing(self, keep: Callable[[JSON], Any]) -> builtins.list[Any] | None:
+        """What ``keep`` makes of each of the kind's Terraforms in the cache (not its read fence), as current as a
+        consistent list of them; None when the cache cannot answer so (the caller lists them instead)."""
+        return await self._informer.kept(keep, lambda tf: is_application(tf, self.definition.kind, self.group))
 
     async def wait_synced(self) -> None:
         """Until the kind's cache has listed its backing objects once."""
@@ -375,7 +381,7 @@ class ApplicationStorage:
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         app = self._created_app(tf, admitted, created)
-        _warn_of_finalizers(app)
+        warn_of_new_finalizers(app)
         # No Event: kube-apiserver records none for a created custom resource, and one would cost it a write
         # as large as the create (docs/architecture.md, "A request, top to bottom").
         return app
@@ -405,7 +411,7 @@ class ApplicationStorage:
             except ApiError as exc:
                 raise self._rename(exc, name) from exc
         app = self._to_app(updated) or {}
-        _warn_of_finalizers(app, old)
+        warn_of_new_finalizers(app, old)
         if options.dry_run:
             return app
         if approved:
@@ -441,9 +447,3 @@ class ApplicationStorage:
     # ------------------------------------------------------------------ table
     def table_cells(self, obj: JSON) -> builtins.list[Any]:
         return table_cells(obj)
-
-
-def _warn_of_finalizers(app: JSON, old: JSON | None = None) -> None:
-    """The warnings kube-apiserver sends for a custom resource's new finalizers, sent back for the Application."""
-    for text in ownership.finalizer_warnings(app.get("metadata") or {}, (old or {}).get("metadata")):
-        add_warning(text)

@@ -30,7 +30,7 @@ from shared.admission import AdmissionRequest, CompiledPolicy, admit, compile_po
 from shared.admission.callouts import NAMESPACES, WebhookAdmission
 from shared.admission.matching import label_selector
 from shared.admission.webhooks import Outcome
-from shared.api import errors, selectors
+from shared.api import errors, ownership, selectors
 from shared.bodies import JSON
 from shared.client.kube import GVR, ObjectClient, request_json
 from shared.client.liveset import LiveSet
@@ -178,6 +178,13 @@ def add_warning(text: str) -> None:
     warnings = _WARNINGS.get()
     if warnings is not None:
         warnings.append(text)
+
+
+def warn_of_new_finalizers(app: JSON, old: JSON | None = None) -> None:
+    """The warnings kube-apiserver sends for a custom resource's new finalizers, sent back for the Application
+    ``app`` (``old``: what it was before an update)."""
+    for text in ownership.finalizer_warnings(app.get("metadata") or {}, (old or {}).get("metadata")):
+        add_warning(text)
 
 
 def warning_header(text: str) -> str:

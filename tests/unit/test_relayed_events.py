@@ -246,21 +246,6 @@ def test_the_secrets_a_runner_pod_is_given_are_found() -> None:
     assert secretvalues.secret_references(tf) == ["aws-credentials", "ca-bundle", "db-password", "gcp-key"]
 
 
-def test_a_cache_keeps_the_runner_pod_entries_that_name_secrets() -> None:
-    """The storage's cache drops most of the template, and still names every Secret the whole Terraform does."""
-    from tofu_agl.storage import CACHE_TRANSFORM
-
-    tf = terraform({}, runnerPodTemplate=RUNNER_TEMPLATE)
-    cached = CACHE_TRANSFORM(copy.deepcopy(tf))
-    assert secretvalues.secret_references(cached) == secretvalues.secret_references(tf)
-    assert cached["spec"]["runnerPodTemplate"] == {"spec": {
-        "env": [RUNNER_TEMPLATE["spec"]["env"][0]], "envFrom": [RUNNER_TEMPLATE["spec"]["envFrom"][0]],
-        "volumes": RUNNER_TEMPLATE["spec"]["volumes"][:2]}}
-    plain = terraform({}, runnerPodTemplate={"spec": {"env": [{"name": "TF_LOG", "value": "INFO"}]}})
-    assert "runnerPodTemplate" not in CACHE_TRANSFORM(plain)["spec"]
-    assert tf["spec"]["runnerPodTemplate"] == RUNNER_TEMPLATE  # the transform leaves its input alone
-
-
 def test_secret_values_are_read_as_text() -> None:
     data = {"a": base64.b64encode(b"hunter22").decode(), "b": base64.b64encode(b"\xff\xfe").decode(),
             "c": "not base64!", "d": ""}

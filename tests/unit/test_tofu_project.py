@@ -586,10 +586,12 @@ def test_real_definition_model_round_trip() -> None:
 @pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize("approve", ["", "auto", PLAN_ID])
 def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str, approve: str) -> None:
-    """The storage's cache keeps only ``SPEC_READ`` of a Terraform's spec: lists (from the cache) and gets
-    (whole objects from kube-apiserver) must still show the same Application, status and plan preview."""
+    """The storage's cache keeps of a Terraform's spec what its readers use (``SPEC_READ``, and the fields a
+    definition sets, for the rollout round): lists (from the cache) and gets (whole objects from kube-apiserver)
+    must still show the same Application, status and plan preview, and a rollout compute the same patch."""
     from tofu_agl import plan
     from tofu_agl.plan_read import PlanSummaries
+    from tofu_agl.rollout import PINNED_FIELDS, ROLLOUT_FIELDS, rollout_patch
     from tofu_agl.secretvalues import secret_references
     from tofu_agl.storage import CACHE_TRANSFORM
 
@@ -610,9 +612,17 @@ def test_the_cache_keeps_all_the_projection_reads(reference: Loader, phase: str,
     whole["status"] = copy.deepcopy(reference(f"terraform-{phase}")["status"])
     unread = set(whole["spec"]) - set(project.SPEC_READ)
     assert {"runnerPodTemplate", "backendConfig", "sourceRef", "path"} <= unread
+    # what another writer adds to a Terraform's spec, which none of the cache's readers look at
+    whole["spec"]["tfstate"] = {"forceUnlock": "auto"}
     cached = CACHE_TRANSFORM(copy.deepcopy(whole))
-    assert "managedFields" not in cached["metadata"] and not unread - {"runnerPodTemplate"} & set(cached["spec"])
-    assert cached["spec"]["runnerPodTemplate"] == {"spec": {"envFrom": [{"secretRef": {"name": "aws-credentials"}}]}}
+    assert "managedFields" not in cached["metadata"] and "tfstate" not in cached["spec"]
+    # the rollout round reads the fields a definition sets from the cache too
+    assert {f: cached["spec"].get(f) for f in (*ROLLOUT_FIELDS, *PINNED_FIELDS)} == \
+        {f: whole["spec"].get(f) for f in (*ROLLOUT_FIELDS, *PINNED_FIELDS)}
+    outdated = copy.deepcopy(whole)
+    outdated["spec"].update(interval="1h", runnerPodTemplate={"spec": {"image": "runner:old"}}, workspace="old")
+    patch = rollout_patch(d, CACHE_TRANSFORM(copy.deepcopy(outdated)), group=GROUP)
+    assert patch == rollout_patch(d, outdated, group=GROUP) and patch[0] is not None and patch[1] == ["workspace"]
     assert to_application(d, cached, group=GROUP) == to_application(d, whole, group=GROUP)
     assert project.awaiting_approval(cached) == project.awaiting_approval(whole)
     assert plan.plan_location(cached) == plan.plan_location(whole)

@@ -24,9 +24,9 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.api import errors
 from shared.bodies import JSON
@@ -44,6 +44,10 @@ from .store import Cached, Entry, Lookup, Store
 from .transforms import Transform
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: Objects :meth:`Informer.kept` looks at between two yields to the event loop (a list's page).
+KEPT_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,27 @@ class Informer:
         if not await self._reads.may_answer(resource_version):
             return None
         return self._store.cached(namespace), self._store.rv
+
+    async def kept(self, keep: Callable[[JSON], T], where: Callable[[JSON], bool] = lambda _obj: True, *,
+                   batch: int = KEPT_BATCH) -> list[T] | None:
+        """What ``keep`` makes of every cached object ``where`` accepts, each decoded in turn, at a state as
+        current as a consistent list's (:meth:`entries` with no resourceVersion); None when the cache cannot
+        answer one (not synced, stopped, or its freshness not proven).
+
+        For a caller that would otherwise list every object from kube-apiserver to look at each once (a
+        definition's rollout round); the loop yields to others every ``batch`` objects, as a paged list would.
+        """
+        cached = await self.entries(None)
+        if cached is None:
+            return None
+        out: list[T] = []
+        for done, entry in enumerate(cached[0], 1):
+            obj = self.unpack(entry.packed)
+            if where(obj):
+                out.append(keep(obj))
+            if done % batch == 0:
+                await asyncio.sleep(0)
+        return out
 
     async def lookup(self, key: Key, resource_version: str) -> Lookup | None:
         """One cached object when kube's semantics for a GET at ``resource_version`` allow answering from
