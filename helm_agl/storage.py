@@ -91,7 +91,8 @@ class ApplicationStorage:
     async def kept_backing(self, keep: Callable[[JSON], Any]) -> builtins.list[Any] | None:
         """What ``keep`` makes of each of the kind's HelmReleases in the cache (not its read fence), as current as a
         consistent list of them; None when the cache cannot answer so (the caller lists them instead)."""
-        return await self._informer.kept(keep)
+        kind, group = self.definition.kind, self.info.group
+        return await self._informer.kept(keep, lambda backing: is_application(backing, kind, group))
 
     async def wait_synced(self) -> None:
         """Until the kind's cache has listed its backing objects once."""

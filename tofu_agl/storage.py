@@ -116,7 +116,7 @@ class ApplicationStorage:
     async def kept_backing(self, keep: Callable[[JSON], Any]) -> builtins.list[Any] | None:
         """What ``keep`` makes of each of the kind's Terraforms in the cache (not its read fence), as current as a
         consistent list of them; None when the cache cannot answer so (the caller lists them instead)."""
-        return await self._informer.kept(keep)
+        return await self._informer.kept(keep, lambda tf: is_application(tf, self.definition.kind, self.group))
 
     async def wait_synced(self) -> None:
         """Until the kind's cache has listed its backing objects once."""

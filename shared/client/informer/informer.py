@@ -228,8 +228,9 @@ class Informer:
             return None
         return self._store.cached(namespace), self._store.rv
 
-    async def kept(self, keep: Callable[[JSON], T], *, batch: int = KEPT_BATCH) -> list[T] | None:
-        """What ``keep`` makes of every cached object (never the fence), each decoded in turn, at a state as
+    async def kept(self, keep: Callable[[JSON], T], where: Callable[[JSON], bool] = lambda _obj: True, *,
+                   batch: int = KEPT_BATCH) -> list[T] | None:
+        """What ``keep`` makes of every cached object ``where`` accepts, each decoded in turn, at a state as
         current as a consistent list's (:meth:`entries` with no resourceVersion); None when the cache cannot
         answer one (not synced, stopped, or its freshness not proven).
 
@@ -241,7 +242,9 @@ class Informer:
             return None
         out: list[T] = []
         for done, entry in enumerate(cached[0], 1):
-            out.append(keep(self.unpack(entry.packed)))
+            obj = self.unpack(entry.packed)
+            if where(obj):
+                out.append(keep(obj))
             if done % batch == 0:
                 await asyncio.sleep(0)
         return out
