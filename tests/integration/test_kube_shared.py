@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -180,21 +181,26 @@ async def _created(oc: ObjectClient, stem: str, count: int, run: str) -> AsyncIt
 
 async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_object(
         api: kclient.ApiClient, run: str) -> None:
-    """``keep`` sees every item once, as its page arrives (7 objects, pages of 3: three pages), and an
-    informer that caches through it holds all of them, transformed."""
+    """``keep`` sees every item once, as its page arrives (7 objects, pages of 3: three pages), with the cyclic
+    garbage collector paused while a page is decoded and kept (and running again after); an informer that caches
+    through it holds all of them, transformed."""
     oc = ObjectClient(api, TERRAFORMS)
     async with _created(oc, f"kube-shared-page-{run}", 7, run) as (names, selector):
         pages: list[int] = []
+        collecting: set[bool] = set()
 
         def keep(item: dict[str, Any], page: dict[str, Any]) -> str:
             if not pages or pages[-1] != id(page):
                 pages.append(id(page))
             assert page["kind"] == "TerraformList"
+            collecting.add(gc.isenabled())
             return str(item["metadata"]["name"])
 
+        assert gc.isenabled()
         listing = await oc.list_all(NS, selector, page_size=3, keep=keep)
         assert sorted(listing["items"]) == sorted(names)
         assert len(pages) == 3
+        assert collecting == {False} and gc.isenabled()
         informer = Informer(oc, label_selector=selector, transform=without_managed_fields,
                             tuning=Tuning(page_size=3, watch_timeout=30))
         informer.start()

@@ -24,8 +24,12 @@ from typing import Any
 import pytest
 from localcluster.cluster import Cluster
 
+from helm_agl import build as helm_build
+from helm_agl.definition import ApplicationDefinition
 from tests import webhooks
 from tests.kube import get_json, kubectl, listed_objects, load_fixture, served_requests, wait_for
+from tofu_agl import build as tofu_build
+from tofu_agl.definition import TofuApplicationDefinition
 
 #: Patches of each chosen backing object that the webhook denies before it lets one through.
 REJECTIONS = 3
@@ -142,6 +146,17 @@ def _definition(stack: Stack, namespace: str, stem: str = "flaky") -> dict[str, 
     return defn
 
 
+def _foreign_fence(cluster: Cluster, stack: Stack, defn: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The kind's read fence in ``namespace``, as another service serving the same kind writes it there when its
+    read fences live in that namespace: in this service's cache too, and no instance."""
+    body = (helm_build.fence(ApplicationDefinition.from_object(defn), group=stack.app_group) if stack is HELM else
+            tofu_build.fence(TofuApplicationDefinition.from_object(defn), group=stack.app_group))
+    body["metadata"]["namespace"] = namespace
+    created: dict[str, Any] = json.loads(kubectl(cluster, "create", "-o", "json", "-f", "-",
+                                                 input=json.dumps(body)).stdout)
+    return created
+
+
 def _events(cluster: Cluster, definition: str) -> list[dict[str, Any]]:
     listing = get_json(cluster, "events", "-A", "--field-selector", f"involvedObject.name={definition}")
     return list(listing["items"])
@@ -239,6 +254,7 @@ def test_creates_and_rollout_cost_one_write_per_instance(
         assert served_requests(control_plane, stack.backing_group, stack.backing_plural) - before == Counter(
             {"POST": len(instances)})
 
+        foreign = _foreign_fence(control_plane, stack, defn, namespace)
         before = served_requests(control_plane, stack.backing_group, stack.backing_plural)
         listed_before = listed_objects(control_plane, stack.backing_group, stack.backing_plural)
         changed = copy.deepcopy(defn)
@@ -254,5 +270,9 @@ def test_creates_and_rollout_cost_one_write_per_instance(
         assert spent["PATCH"] >= len(instances) and extra["LIST"] == 1, spent
         assert set(extra) <= {"LIST", "PATCH", "POST"} and extra["PATCH"] <= 1 and extra["POST"] <= 1, spent
         assert listed_objects(control_plane, stack.backing_group, stack.backing_plural) - listed_before == 1
+        # Another service's read fence is in the kind's cache too, and is no instance: left as it was.
+        resource = f"{stack.backing_plural}.{stack.backing_group}"
+        assert get_json(control_plane, resource, foreign["metadata"]["name"], "-n", namespace)["metadata"][
+            "resourceVersion"] == foreign["metadata"]["resourceVersion"]
     finally:
         kubectl(control_plane, "delete", stack.definitions, name, "--ignore-not-found")

@@ -164,7 +164,9 @@ def build(target: GoTarget) -> Path:
     # download the versions its go.mod names, which is what a raise is there to avoid.
     raised = [f"{module}@{version}" for module, version in sorted(target.raises.items())]
     _run([go, "get", wanted, *raised], workdir, f"resolve {target.name}")
-    tmp = target.binary.with_name(target.binary.name + ".partial")
+    # Named for this process: two builds at once (CI and a developer's shell on one cache) each write their own
+    # file and the last rename wins, both with a whole binary.
+    tmp = target.binary.with_name(f"{target.binary.name}.partial-{os.getpid()}")
     ldflags = " ".join(("-s", "-w", *target.ldflags))
     _run([go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package],
          workdir, f"compile {target.name}", progress=True)

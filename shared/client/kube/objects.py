@@ -11,7 +11,7 @@ from kubernetes_asyncio import client as kclient
 
 from shared.api import errors
 from shared.api.errors import ApiError
-from shared.bodies import JSON
+from shared.bodies import JSON, collector_paused
 
 from . import paging
 from .resources import GVR
@@ -132,9 +132,12 @@ class ObjectClient:
                         # The task runs up to its wait for the answer: on a kept-alive connection, nothing
                         # before that suspends, so the request is out before the decode below holds the loop.
                         await asyncio.sleep(0)
-                    page = decode_answer(raw, "GET", self.gvr.path(namespace))
-                    got = page.get("items") or []
-                    items.extend(got if keep is None else [keep(item, page) for item in got])
+                    with collector_paused():
+                        page = decode_answer(raw, "GET", self.gvr.path(namespace))
+                        got = page.pop("items", None) or []
+                        items.extend(got if keep is None else [keep(item, page) for item in got])
+                        # Gone before the collector runs again, which would otherwise walk every decoded item.
+                        del got
                     meta = page.get("metadata") or {}
                     token = meta.get("continue") or None
                     if not token:
