@@ -221,7 +221,8 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
     """The scale part: 10 000 and 50 000 Applications in one namespace, 50 000 over 100 namespaces."""
     lines = ["### At scale", "", "Backing objects created directly; the service's RSS, a list of every Application "
              "through it (from its cache) and the same list directly, each timed until this client decoded its answer "
-             "with Python's json module (and until it was received, before decoding), then a restart timed to Ready "
+             "with Python's json module, its collector paused (and until it was received, before decoding), then a "
+             "restart timed to Ready "
              "(`/readyz` "
              "answers 200 and a watch from resourceVersion=0 on the service's own port delivers the last "
              "Application created):", "",
