@@ -251,11 +251,16 @@ def test_a_warn_only_policy_reaches_kubectl(ours: Target, oracle: Target, polici
 
     xl = ours.name("xl")
 
-    def warnings(target: Target) -> list[str]:
-        result = target.kubectl("create", "-f", "-", body=target.manifest(FREE, xl, {"size": "xl"}))
+    def warnings(target: Target, *dry_run: str) -> list[str]:
+        result = target.kubectl("create", *dry_run, "-f", "-", body=target.manifest(FREE, xl, {"size": "xl"}))
         assert result.returncode == 0, result.stderr
         return [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
 
+    # kube-apiserver takes each policy and binding up on its own: the denying ones above may be in effect before
+    # the warning one (a CI run saw the oracle's create without its warning). Both sides lag, so both are waited for.
+    for target in (oracle, ours):
+        wait_for(lambda target=target: warnings(target, "--dry-run=server"),
+                 f"the warning policy to reach {target.group}", timeout=60)
     theirs = warnings(oracle)
     assert theirs == ["Warning: Validation failed for ValidatingAdmissionPolicy 'admission-discouraged-size' with "
                       "binding 'admission-discouraged-size': size xl is discouraged"]
