@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shared.api import errors
-from shared.bodies import JSON, collector_paused
+from shared.bodies import JSON
 from shared.client.fence import ReadFence
 from shared.client.kube import ObjectClient
 
@@ -241,14 +241,12 @@ class Informer:
         if cached is None:
             return None
         out: list[T] = []
-        entries = cached[0]
-        for first in range(0, len(entries), batch):
-            with collector_paused():  # each object is decoded, looked at and dropped
-                for entry in entries[first:first + batch]:
-                    obj = self.unpack(entry.packed)
-                    if where(obj):
-                        out.append(keep(obj))
-            await asyncio.sleep(0)
+        for done, entry in enumerate(cached[0], 1):
+            obj = self.unpack(entry.packed)
+            if where(obj):
+                out.append(keep(obj))
+            if done % batch == 0:
+                await asyncio.sleep(0)
         return out
 
     async def lookup(self, key: Key, resource_version: str) -> Lookup | None:
