@@ -43,7 +43,7 @@ async def serve(
         return stopping.is_set() or request.transport is None or request.transport.is_closing()
 
     try:
-        first = await _next(queue, start_grace, deadline.remaining())
+        first = await next_item(queue, start_grace, deadline.remaining())
         if first is not None and first[0] == "error":
             raise first[1]  # nothing is sent yet: answer with the Status and its code
         response = web.StreamResponse(
@@ -89,7 +89,7 @@ async def _stream(
         left = deadline.remaining()
         if (left is not None and left <= 0) or ended():
             return
-        item = await _next(queue, 1.0, left)
+        item = await next_item(queue, 1.0, left)
 
 
 class _Deadline:
@@ -126,10 +126,16 @@ class _Encoder:
         return dumps(rendered) + b"\n"
 
 
-async def _next(queue: asyncio.Queue[_Item], wait: float, left: float | None) -> _Item | None:
+async def next_item(queue: asyncio.Queue[_Item], wait: float, left: float | None) -> _Item | None:
+    """The next queued item, or None after ``wait`` seconds (or what is ``left`` of the watch, if less).
+
+    ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11, ``wait_for`` returns the item and drops the
+    task's cancellation when both come in the same loop turn, and the stream would then run on past a shutdown.
+    """
     timeout = wait if left is None else max(0.0, min(wait, left))
     try:
-        return await asyncio.wait_for(queue.get(), timeout)
+        async with asyncio.timeout(timeout):
+            return await queue.get()
     except TimeoutError:
         return None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import socket
 import tempfile
 import time
@@ -30,7 +29,7 @@ from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
 from shared.server.apiserver import ApiServer
 from shared.server.middleware import log_every_request
-from shared.service import memory
+from shared.service import memory, shutdown
 from shared.service.logs import setup_logging
 from shared.service.operator import run_operator
 
@@ -171,6 +170,13 @@ async def _freeze_when_ready(ready: asyncio.Event) -> None:
              extra={"frozen_objects": memory.freeze_startup_objects()})
 
 
+async def _take_signals_when_ready(ready: asyncio.Event, stop: asyncio.Event) -> None:
+    """kopf has installed its signal handlers by the time it is ready; from then on a signal sets ``stop``
+    (see :mod:`shared.service.shutdown`). A signal before that stops kopf through its own handlers."""
+    await ready.wait()
+    shutdown.take_signals(stop)
+
+
 async def _logged(task: Callable[[], Awaitable[None]]) -> None:
     """Run a background coroutine; a crash is logged (the service keeps serving) instead of lost."""
     try:
@@ -188,11 +194,11 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     request_header = await authn.load_request_header_config(api)
     front_proxy = authn.FrontProxyAuthenticator(request_header)
     authenticator = authn.DelegatingAuthenticator(front_proxy, tokens.TokenAuthenticator(tokens.token_review(api)))
-    operator_ready = asyncio.Event()
+    operator_ready, stop = asyncio.Event(), asyncio.Event()
     server = ApiServer(
         authenticator=authenticator,
         authorizer=authz.from_api_client(api, always_allow_groups=args.authorization_always_allow_groups),
-        readiness=operator_ready.is_set,
+        readiness=lambda: operator_ready.is_set() and not stop.is_set(),
         title=component,
     )
     latency.observe_requests(api, server.metrics.observe_kube)
@@ -208,28 +214,34 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, front_proxy, serving))
     trust.start()
     runner = await server.serve(args.bind_address, args.secure_port, serving.context, reuse_port=args.reuse_port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     background = [asyncio.create_task(_logged(task)) for task in [*wiring.tasks, serving.watch_files]]
     background.append(asyncio.create_task(_logged(lambda: _freeze_when_ready(operator_ready))))
+    background.append(asyncio.create_task(_logged(lambda: _take_signals_when_ready(operator_ready, stop))))
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
     try:
         await run_operator(wiring.operator, stop, operator_ready)
     finally:
         log.info("shutting down")
+        started = time.monotonic()
         for task in background:
             task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        await trust.stop()
+        await _step("background tasks", asyncio.gather(*background, return_exceptions=True))
+        await _step("front-proxy watch", trust.stop())
         if elector is not None:
-            await elector.release()
-        await runner.cleanup()
-        await wiring.close()
-        await events.stop()  # after the last request and reconcile: their Events are written, not lost
+            await _step("lease release", elector.release())
+        await _step("serving", runner.cleanup())
+        await _step("kinds", wiring.close())
+        await _step("events", events.stop())  # after the last request and reconcile: their Events are written
         await api.close()
+        log.info("shut down", extra={"seconds": round(time.monotonic() - started, 3)})
+
+
+async def _step(name: str, step: Awaitable[Any]) -> None:
+    """One shutdown step, timed: a slow stop names the step that held it."""
+    started = time.monotonic()
+    await step
+    log.info("shutdown step done", extra={"step": name, "seconds": round(time.monotonic() - started, 3)})
 
 
 Build = Callable[[Context], Awaitable[Wiring]]

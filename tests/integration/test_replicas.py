@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.error
@@ -267,6 +268,27 @@ class Pair:
         return next(r for r in self.replicas if r.identity == identity)
 
 
+def wait_exited(replica: Replica, cluster: Cluster, index: int, timeout: float) -> str:
+    """Wait for a signalled replica to exit and return its log; if it does not exit, fail with the log's end
+    (its shutdown steps, and the tasks a slow stop waits for)."""
+    log_file = cluster.logs_dir / f"helm-agl-replica-{index}.log"
+    try:
+        replica.process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        tail = log_file.read_text().splitlines()[-40:]
+        pytest.fail(f"replica {replica.identity} still running {timeout}s after the signal; its log ends:\n"
+                    + "\n".join(tail))
+    return log_file.read_text()
+
+
+def readiness(port: int) -> int | None:
+    """A replica's ``/readyz`` code, None once it no longer listens."""
+    try:
+        return call_service(port, "/readyz")[0]
+    except OSError:
+        return None
+
+
 def ready(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -400,9 +422,14 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
     pair.spreader.route_all()
     os.killpg(victim.process.pid, sig)
     killed_at = time.monotonic()
+    if sig == signal.SIGTERM:  # from the signal on, a stopping replica says it is not ready while it drains
+        wait_for(lambda: readiness(victim.port) == 503, "the stopping replica not ready", timeout=4, interval=0.1)
     for writer in writers:
         writer.join(OP_DEADLINE * 3)
-    victim.process.wait(20)
+    victim_log = wait_exited(victim, cluster, pair.replicas.index(victim), timeout=20)
+    if sig == signal.SIGTERM:
+        assert '"msg": "stop requested", "signal": "SIGTERM"' in victim_log
+        assert '"msg": "shut down"' in victim_log
 
     # Every request succeeded once, or failed with what a client retries and then succeeded.
     operations = [op for w in writers for op in w.operations]
