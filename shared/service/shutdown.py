@@ -21,27 +21,43 @@ SLOW_AFTER = 10.0
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def take_signals(stop: asyncio.Event, slow_after: float = SLOW_AFTER) -> None:
+class SignalWatch:
+    """SIGTERM and SIGINT set ``stop`` while this is installed; :meth:`give_back` removes it again."""
+
+    def __init__(self, stop: asyncio.Event, slow_after: float = SLOW_AFTER) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop, self._every = stop, slow_after
+        self._since = 0.0
+        self._report: asyncio.TimerHandle | None = None
+        for sig in SIGNALS:
+            self._loop.add_signal_handler(sig, self._requested, sig)
+
+    def give_back(self) -> None:
+        """Remove the handlers and any pending slow-stop report (a process that exits needs neither)."""
+        for sig in SIGNALS:
+            self._loop.remove_signal_handler(sig)
+        if self._report is not None:
+            self._report.cancel()
+
+    def _requested(self, sig: signal.Signals) -> None:
+        if self._stop.is_set():
+            log.info("stop already under way", extra={"signal": sig.name})
+            return
+        log.info("stop requested", extra={"signal": sig.name})
+        self._stop.set()
+        self._since = self._loop.time()
+        self._report = self._loop.call_later(self._every, self._report_slow)
+
+    def _report_slow(self) -> None:
+        running = [_describe(task) for task in asyncio.all_tasks(self._loop) if not task.done()]
+        log.warning("the stop is slow: tasks still running",
+                    extra={"seconds": round(self._loop.time() - self._since, 1), "tasks": running})
+        self._report = self._loop.call_later(self._every, self._report_slow)
+
+
+def take_signals(stop: asyncio.Event, slow_after: float = SLOW_AFTER) -> SignalWatch:
     """From now on SIGTERM and SIGINT set ``stop`` (call it after kopf has installed its own handlers)."""
-    loop = asyncio.get_running_loop()
-    for sig in SIGNALS:
-        loop.add_signal_handler(sig, _requested, loop, stop, sig, slow_after)
-
-
-def _requested(loop: asyncio.AbstractEventLoop, stop: asyncio.Event, sig: signal.Signals, slow_after: float) -> None:
-    if stop.is_set():
-        log.info("stop already under way", extra={"signal": sig.name})
-        return
-    log.info("stop requested", extra={"signal": sig.name})
-    stop.set()
-    loop.call_later(slow_after, _report_slow, loop, loop.time(), slow_after)
-
-
-def _report_slow(loop: asyncio.AbstractEventLoop, since: float, every: float) -> None:
-    running = [_describe(task) for task in asyncio.all_tasks(loop) if not task.done()]
-    log.warning("the stop is slow: tasks still running",
-                extra={"seconds": round(loop.time() - since, 1), "tasks": running})
-    loop.call_later(every, _report_slow, loop, since, every)
+    return SignalWatch(stop, slow_after)
 
 
 def _describe(task: asyncio.Task[object]) -> str:

@@ -5,25 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator
 
 import pytest
 
 from shared.service import shutdown
 
 
-@pytest.fixture
-async def signals_taken_back() -> AsyncIterator[None]:
-    yield
-    for sig in shutdown.SIGNALS:
-        asyncio.get_running_loop().remove_signal_handler(sig)
-
-
 async def test_sigterm_sets_stop_and_a_slow_stop_names_the_task_it_waits_for(
-        signals_taken_back: None, caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture) -> None:
     stop = asyncio.Event()
-    shutdown.take_signals(stop, slow_after=0.2)
+    watch = shutdown.take_signals(stop, slow_after=0.2)
+    try:
+        await _stop_and_report(stop, caplog)
+    finally:
+        watch.give_back()
+    reports = len([r for r in caplog.records if r.getMessage().startswith("the stop is slow")])
+    await asyncio.sleep(0.5)
+    assert len([r for r in caplog.records if r.getMessage().startswith("the stop is slow")]) == reports, \
+        "given back, the watch reports no more"
 
+
+async def _stop_and_report(stop: asyncio.Event, caplog: pytest.LogCaptureFixture) -> None:
     async def outlives_its_cancellation() -> None:
         await asyncio.Event().wait()
 
