@@ -62,18 +62,44 @@ class ServiceProbe:
                                  str(cluster.pki_dir / "front-proxy-client.key"))
         self.port = port
 
+    def connection(self) -> ProbeConnection:
+        """A connection of one poller's own (an ``http.client`` connection serves one thread)."""
+        return ProbeConnection(self)
+
+
+class ProbeConnection:
+    """One poller's connection to the service, kept alive between polls as kube-apiserver keeps its own.
+
+    A new TLS connection per poll, every 20 ms while the service starts, had the service spend its CPU on
+    handshakes that no real client makes: 0.3 s of a 10 000-object start-up (docs/design/perf/README.md,
+    round 19)."""
+
+    def __init__(self, probe: ServiceProbe) -> None:
+        self.probe = probe
+        self.conn: http.client.HTTPSConnection | None = None
+
     def status(self, path: str) -> tuple[int, bytes]:
         """Status and first line of the answer to ``path``; (0, b"") when the service does not answer yet."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ctx, timeout=30)
+        if self.conn is None:
+            self.conn = http.client.HTTPSConnection("127.0.0.1", self.probe.port, context=self.probe.ctx, timeout=30)
         try:
-            conn.request("GET", path, headers={"X-Remote-User": "bench", "X-Remote-Group": "system:masters",
-                                               "Accept": "application/json"})
-            resp = conn.getresponse()
-            return resp.status, resp.readline()
-        except OSError:
+            self.conn.request("GET", path, headers={"X-Remote-User": "bench", "X-Remote-Group": "system:masters",
+                                                    "Accept": "application/json"})
+            resp = self.conn.getresponse()
+            if resp.chunked:  # a watch's stream, which runs on: its first line is the answer
+                line = resp.readline()
+                self.close()
+                return resp.status, line
+            body = resp.read()
+            return resp.status, body.split(b"\n", 1)[0]
+        except (OSError, http.client.HTTPException):
+            self.close()
             return 0, b""
-        finally:
-            conn.close()
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: str,
@@ -93,11 +119,15 @@ def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: 
     times: dict[str, float] = {}
 
     def poll(key: str, answered: Callable[[int, bytes], bool], path: str) -> None:
-        while time.monotonic() < deadline:
-            if answered(*probe.status(path)):
-                times[key] = time.monotonic() - started
-                return
-            time.sleep(0.02)
+        connection = probe.connection()
+        try:
+            while time.monotonic() < deadline:
+                if answered(*connection.status(path)):
+                    times[key] = time.monotonic() - started
+                    return
+                time.sleep(0.02)
+        finally:
+            connection.close()
 
     pollers = [threading.Thread(target=poll, args=("readyz", lambda code, _line: code == 200, "/readyz")),
                threading.Thread(target=poll, args=("served", lambda code, line: code == 200 and b'"ADDED"' in line,
@@ -246,14 +276,34 @@ def kube_pids(cluster: Cluster) -> dict[str, int]:
 
 
 def saturated_in_turns(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
-                rounds: int) -> dict[str, list[dict[str, float]]]:
-    """``saturate`` each side once per round, the sides in turn."""
+                       rounds: int) -> dict[str, list[dict[str, float]]]:
+    """``saturate`` each side once per round, the sides in turn, each from quiet processes.
+
+    The order of the sides rotates from round to round, and each side waits until every process of ``pids`` is
+    quiet: in a fixed order, the consistent gets through the service always came right after the previous
+    round's creates, while kube-apiserver was still busy with them (round 18: its CPU per aggregated get doubled
+    in that round, and the ratio fell from 0.65 to 0.33)."""
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
+    order = list(sides)
     for r in range(rounds):
-        for i, (key, request) in enumerate(sides.items()):
-            measured[key].append(saturate(cluster, request, pids, r * len(sides) + i))
-            print(f"  throughput round {r} {key}: {measured[key][-1]}", flush=True)
+        for i, key in enumerate(order[r % len(order):] + order[:r % len(order)]):
+            waited = wait_all_quiet(pids)
+            measured[key].append(saturate(cluster, sides[key], pids, r * len(sides) + i))
+            print(f"  throughput round {r} {key} (after {waited} s of waiting for quiet): {measured[key][-1]}",
+                  flush=True)
     return measured
+
+
+def wait_all_quiet(pids: dict[str, int], *, below: float = 0.1, window: float = 1.0, timeout: float = 60.0) -> float:
+    """Wait until each of ``pids`` uses under ``below`` of a CPU over the same ``window``; returns the seconds
+    waited (``timeout`` at most: a process that never settles is measured as it is, and the wait says so)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        time.sleep(window)
+        if all((cpu_seconds(pid) - before[name]) / window < below for name, pid in pids.items()):
+            break
+    return round(time.monotonic() - started, 1)
 
 
 def replica_throughput(bench: Bench, extra_args: tuple[str, ...], rounds: int) -> tuple[services.Running,
