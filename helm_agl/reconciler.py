@@ -31,6 +31,7 @@ from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient
 from shared.client.leader import AlwaysLeader, Leadership
 from shared.service.acceptance import ACCEPTED, Verdict, conditions_changed, status_conditions
+from shared.service.definitions import list_definitions_while
 from shared.service.kindroles import KindRoles
 
 from .definition import ApplicationDefinition
@@ -106,6 +107,8 @@ class DefinitionReconciler:
         self._releases = releases
         self._events = events
         self._lock = asyncio.Lock()
+        #: Whether this replica listed every definition as leader (:meth:`resync`); it writes nothing before.
+        self._listed = False
         #: Definition name -> the :func:`rollout_key` completely rolled out (status writes do not re-trigger).
         self._rolled_out: dict[str, tuple[object, ...]] = {}
         #: Definition name -> (rollout key, task) of the rollout in progress.
@@ -123,24 +126,39 @@ class DefinitionReconciler:
                 self.registry.remove(name)
                 self._rolled_out.pop(name, None)
             else:
-                try:
-                    self.registry.upsert(body)
-                except ValueError as exc:
-                    self.registry.remove(name)
-                    if self.leader.is_leader:
-                        self._events.emit(body, "Warning", "Malformed",
-                                                  f"definition cannot be parsed: {exc}")
+                self._take(body)
             await self._sync()
+
+    def _take(self, body: JSON) -> None:
+        """Hold one definition as it now is; one that cannot be parsed is not served (the leader says why)."""
+        name = body.get("metadata", {}).get("name", "")
+        try:
+            self.registry.upsert(body)
+        except ValueError as exc:
+            self.registry.remove(name)
+            if self.leader.is_leader:
+                self._events.emit(body, "Warning", "Malformed", f"definition cannot be parsed: {exc}")
 
     async def resync(self) -> None:
         """Redo the writes for the current definitions: status, and a rollout of each accepted one.
 
-        Run when this replica becomes the leader. The rollout memo only holds what this replica
+        Run when this replica becomes the leader. It first lists every definition, and writes nothing before
+        (:mod:`shared.service.definitions`). The rollout memo only holds what this replica
         rolled out during its current term (it is emptied whenever it is not the leader), so every
         accepted definition is rolled out again; rollouts are idempotent, so one that already
         happened under the previous leader only re-checks the objects.
         """
         async with self._lock:
+            listed = await list_definitions_while(self._definitions, lambda: self.leader.is_leader)
+            if listed is None:
+                return
+            names = {item.get("metadata", {}).get("name", "") for item in listed}
+            for name in set(self.registry.definitions) - names:
+                self.registry.remove(name)
+            for item in listed:
+                self._take(item)
+            self._listed = True
+            log.info("leading: listed every definition", extra={"definitions": len(listed)})
             await self._sync()
 
     async def lead(self) -> None:
@@ -163,6 +181,8 @@ class DefinitionReconciler:
             # Another replica writes now; what this one rolled out before says nothing about later.
             self._forget_rollouts()
             return
+        if not self._listed:
+            return  # a new leader writes once it has listed every definition (resync)
         for name in list(self._rollouts):
             verdict = verdicts.get(name)
             if verdict is None or not verdict.accepted:

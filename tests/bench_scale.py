@@ -277,21 +277,30 @@ def kube_pids(cluster: Cluster) -> dict[str, int]:
 
 def saturated_in_turns(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
                        rounds: int) -> dict[str, list[dict[str, float]]]:
-    """``saturate`` each side once per round, the sides in turn, each from quiet processes.
-
-    The order of the sides rotates from round to round, and each side waits until every process of ``pids`` is
-    quiet: in a fixed order, the consistent gets through the service always came right after the previous
-    round's creates, while kube-apiserver was still busy with them (round 18: its CPU per aggregated get doubled
-    in that round, and the ratio fell from 0.65 to 0.33)."""
+    """``saturate`` each side once per round, each from quiet processes (:func:`turns` gives the order)."""
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
-    order = list(sides)
     for r in range(rounds):
-        for i, key in enumerate(order[r % len(order):] + order[:r % len(order)]):
+        for i, key in enumerate(turns(list(sides), r)):
             waited = wait_all_quiet(pids)
             measured[key].append(saturate(cluster, sides[key], pids, r * len(sides) + i))
             print(f"  throughput round {r} {key} (after {waited} s of waiting for quiet): {measured[key][-1]}",
                   flush=True)
     return measured
+
+
+def turns(keys: list[str], r: int) -> list[str]:
+    """The order of the sides in round ``r``: the reads, then the creates, each group reversed every other round.
+
+    A kube-apiserver that has just taken thousands of creates answers the next gets slower for a while, though its
+    CPU is quiet again (rounds 18 and 19 of the performance notes: its CPU per aggregated get doubled in such a
+    round). So no read comes right after the creates of its own round, and the read that follows the previous
+    round's creates is the first of one round and the last of the next: the aggregated get and the direct one
+    (first and last) take that place in turns."""
+    reads = [k for k in keys if not k.startswith("create")]
+    writes = [k for k in keys if k.startswith("create")]
+    if r % 2:
+        reads, writes = reads[::-1], writes[::-1]
+    return reads + writes
 
 
 def wait_all_quiet(pids: dict[str, int], *, below: float = 0.1, window: float = 1.0, timeout: float = 60.0) -> float:

@@ -190,8 +190,13 @@ def test_unusable_suffix_template(suffix: str, fragment: str) -> None:
 
 
 class _StatusWrites:
-    def __init__(self) -> None:
+    def __init__(self, *listed: dict[str, Any]) -> None:
         self.patches: list[dict[str, Any]] = []
+        #: What a list of the definitions answers.
+        self.listed = list(listed)
+
+    async def list_all(self, *_: Any, **__: Any) -> dict[str, Any]:
+        return {"items": self.listed}
 
     async def patch_merge(self, namespace: str | None, name: str, patch: dict[str, Any], **_: Any) -> dict[str, Any]:
         self.patches.append(patch)
@@ -217,6 +222,7 @@ async def test_shared_state_suffix_gets_a_condition_an_event_and_no_kind() -> No
     registry = KindRegistry("tofu.apps.cozystack.io", lambda _: None, lambda *_: None, no_storage, nothing)
     status, events = _StatusWrites(), _Events()
     reconciler = DefinitionReconciler(registry, cast(Any, status), cast(Any, None), cast(Any, events))
+    await reconciler.resync()  # as the leader does first
     obj = make(load("vpc"), spec__terraform__backendConfig={"secretSuffix": "vpc"}).to_object()
     await reconciler.on_event("ADDED", obj)
     assert registry.served == {} and registry.verdicts["vpc"].reason == "SharedStateSuffix"
@@ -224,6 +230,27 @@ async def test_shared_state_suffix_gets_a_condition_an_event_and_no_kind() -> No
     assert conditions == {"Accepted": ("False", "SharedStateSuffix"), "Ready": ("False", "SharedStateSuffix"),
                           "Reconciling": ("False", "SharedStateSuffix"), "Stalled": ("True", "SharedStateSuffix")}
     assert [(t, r) for t, r, _ in events.emitted] == [("Warning", "SharedStateSuffix")]
+
+
+async def test_the_leader_writes_nothing_before_it_has_listed_every_definition() -> None:
+    """kopf's first events are part of the definitions: a leader that wrote from them would act on an incomplete
+    set (shared/service/definitions.py). After its own list, the registry holds exactly what was listed."""
+    async def nothing() -> None:
+        return None
+
+    def no_storage(*_: Any) -> Any:
+        raise AssertionError("a refused kind must not be served")
+
+    registry = KindRegistry("tofu.apps.cozystack.io", lambda _: None, lambda *_: None, no_storage, nothing)
+    refused = make(load("vpc"), spec__terraform__backendConfig={"secretSuffix": "vpc"}).to_object()
+    gone = make(load("vpc"), name="gone", spec__terraform__backendConfig={"secretSuffix": "x"}).to_object()
+    status, events = _StatusWrites(refused), _Events()
+    reconciler = DefinitionReconciler(registry, cast(Any, status), cast(Any, None), cast(Any, events))
+    await reconciler.on_event(None, gone)  # kopf's first event, of a definition deleted since
+    assert status.patches == [] and events.emitted == []
+    await reconciler.resync()
+    assert set(registry.definitions) == {"vpc"}
+    assert [p["status"]["conditions"][0]["reason"] for p in status.patches] == ["SharedStateSuffix"]
 
 
 def test_render_template() -> None:
