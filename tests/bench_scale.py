@@ -13,8 +13,9 @@ For each service, on a new cluster of its own (one namespace):
   front-proxy identity, so the aggregator's availability probe is not in the figure) delivers the last
   Application created, i.e. the kind is served and its informer has synced;
 - **throughput**: ``CLIENTS`` processes, one keep-alive connection each, send gets (consistent, and with
-  ``resourceVersion=0``) and creates for a fixed time, through the service and directly, interleaved round by
-  round; with the service's CPU milliseconds per request, from its ``/proc`` accounting.
+  ``resourceVersion=0``) and creates for a fixed time, through the service and directly, the sides in turn in
+  each round (:func:`turns`), each from quiet processes; with the service's CPU milliseconds per request, from its
+  ``/proc`` accounting.
 
 Then on another new cluster, 50 000 Applications spread over 100 namespaces: RSS, list of all, start-up.
 """
