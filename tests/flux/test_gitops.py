@@ -114,6 +114,12 @@ def kustomization(name: str, *, wait: bool, timeout: str = "5m") -> dict[str, An
                      "sourceRef": {"kind": "GitRepository", "name": REPOSITORY}}}
 
 
+def shown(ks: dict[str, Any]) -> str:
+    """A Kustomization's whole status, for an assertion's message: pytest cuts a dict there short, and a CI failure
+    of the drift test hid the Ready condition's reason that way."""
+    return json.dumps(ks["status"], indent=1)
+
+
 def condition(obj: dict[str, Any] | None, kind: str = "Ready") -> dict[str, Any]:
     conditions = ((obj or {}).get("status") or {}).get("conditions", [])
     return next((dict(c) for c in conditions if c["type"] == kind), {})
@@ -249,7 +255,7 @@ def test_wait_is_ready_only_once_both_applications_are(gitops: Repository) -> No
     terraform = get_json(cluster, TF, f"{TOFU_PREFIX}waited", "-n", NS)
     assert condition(terraform).get("status") == "True" and terraform["status"].get("lastAppliedRevision"), \
         terraform["status"]
-    assert "Health check passed" in condition(ks, "Healthy").get("message", ""), ks["status"]
+    assert "Health check passed" in condition(ks, "Healthy").get("message", ""), shown(ks)
 
 
 def test_a_failed_install_fails_the_health_check(gitops: Repository) -> None:
@@ -259,7 +265,7 @@ def test_a_failed_install_fails_the_health_check(gitops: Repository) -> None:
     start(gitops, "failing", redis("refused", replicas=10), wait=True, timeout="40s")
     ks = applied(cluster, "gitops-failing", gitops.revision)
     ready = condition(ks)
-    assert (ready["status"], ready["reason"]) == ("False", "HealthCheckFailed"), ks["status"]
+    assert (ready["status"], ready["reason"]) == ("False", "HealthCheckFailed"), shown(ks)
     # kustomize-controller v1.9.3 names each unhealthy object with its kstatus verdict (fluxcd/pkg/ssa's
     # WaitForSet), not with the object's own message: that is read from the Application.
     # helm-controller retries an install the chart refuses (never Stalled), so the Application reads
@@ -280,14 +286,14 @@ def test_removing_an_application_from_git_prunes_it_and_its_backing_object(gitop
     ks = wait_for(lambda: (k := get(cluster, KS, "gitops-prune", flux.SOURCES_NAMESPACE)) is not None
                   and inventory(k) == expected and k, "the Kustomization's inventory of all three", timeout=SLOW,
                   interval=1)
-    assert condition(ks)["status"] == "True", ks["status"]
+    assert condition(ks)["status"] == "True", shown(ks)
     for resource, name in (("redises", "dropped"), (TOFU_PLURAL, "dropped"), (HR, "redis-dropped"),
                            (TF, f"{TOFU_PREFIX}dropped")):
         assert get(cluster, resource, name) is not None, f"{resource}/{name} was not created"
 
     gitops.write("prune", kept)
     ks = reconciled(cluster, "gitops-prune")
-    assert condition(ks)["status"] == "True", ks["status"]
+    assert condition(ks)["status"] == "True", shown(ks)
     assert inventory(ks) == [inventory_id(kept)]
     for resource, name in (("redises", "dropped"), (TOFU_PLURAL, "dropped"), (HR, "redis-dropped"),
                            (TF, f"{TOFU_PREFIX}dropped")):
@@ -302,7 +308,7 @@ def test_drift_is_reverted_and_another_managers_field_survives(gitops: Repositor
     cluster = gitops.cluster
     start(gitops, "drift", redis("drifted", replicas=2), wait=False)
     ks = applied(cluster, "gitops-drift", gitops.revision)
-    assert condition(ks)["status"] == "True", ks["status"]
+    assert condition(ks)["status"] == "True", shown(ks)
     app = get_json(cluster, "redises", "drifted", "-n", NS, "--show-managed-fields")
     assert managers(app, "replicas") == {"kustomize-controller"}, app["metadata"]["managedFields"]
 
@@ -312,7 +318,7 @@ def test_drift_is_reverted_and_another_managers_field_survives(gitops: Repositor
     assert (changed["spec"]["replicas"], changed["spec"]["storageClass"]) == (4, "fast")
 
     ks = reconciled(cluster, "gitops-drift")
-    assert condition(ks)["status"] == "True", ks["status"]
+    assert condition(ks)["status"] == "True", shown(ks)
     app = get_json(cluster, "redises", "drifted", "-n", NS, "--show-managed-fields")
     assert app["spec"]["replicas"] == 2, "the drifted field was not reverted"
     assert app["spec"]["storageClass"] == "fast", "the other manager's field was lost"
