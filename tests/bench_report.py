@@ -50,6 +50,8 @@ def spec_json(results: dict[str, Any]) -> dict[str, Any]:
         if at:
             rss |= {count: mib for count, mib in at["rss_mib"].items() if count not in rss}
             figures |= {"startup_s": at["startup_s"],
+                        "startup_floor_s": {count: start["floor_s"] for count, start in at["startup"].items()
+                                            if "floor_s" in start},
                         "throughput": {op: {"aggregated": t["aggregated"], "direct": t["direct"]}
                                        for op, t in at["throughput"].items() if op in ("get", "create")},
                         "cpu_ms_per_request": at["cpu_ms_per_request"]}
@@ -97,11 +99,11 @@ def goals(r: dict[str, Any]) -> list[tuple[str, float, str, bool]]:
                 rows.append((f"list of all {n} {where} (ratio)", ratio, f"≤ {LIST_AT_SCALE_GOAL}",
                              ratio <= LIST_AT_SCALE_GOAL))
         for count, seconds in ((c, s) for c, s in at["startup_s"].items() if c in STARTUP_GOALS):
-            rows.append((f"start-up to Ready with {count}, s", seconds, f"≤ {STARTUP_GOALS[count]}",
-                         seconds <= STARTUP_GOALS[count]))
+            rows.append((f"start-up to Ready with {count}, s{floor_note(at['startup'][count])}", seconds,
+                         f"≤ {STARTUP_GOALS[count]}", seconds <= STARTUP_GOALS[count]))
         spread_start = at["spread"]["startup"]["ready_s"]
-        rows.append(("start-up to Ready with 50000 over 100 namespaces, s", spread_start,
-                     f"≤ {STARTUP_GOALS['50000']}", spread_start <= STARTUP_GOALS["50000"]))
+        rows.append((f"start-up to Ready with 50000 over 100 namespaces, s{floor_note(at['spread']['startup'])}",
+                     spread_start, f"≤ {STARTUP_GOALS['50000']}", spread_start <= STARTUP_GOALS["50000"]))
         get = at["throughput"]["get"]
         rows.append(("get throughput at saturation, 16 clients (ratio)", get["ratio"], f"≥ {GET_THROUGHPUT_GOAL}",
                      get["ratio"] >= GET_THROUGHPUT_GOAL))
@@ -119,6 +121,18 @@ def received(point: dict[str, Any]) -> str:
         return ""
     mine, direct = float(point["list_received_ms"]), float(point["direct_list_received_ms"])
     return f"{mine:.0f} / {direct:.0f} ms ({mine / direct:.3f})"
+
+
+def floor_note(start: dict[str, Any]) -> str:
+    """What a goal row says of a start-up's floor."""
+    return f" (floor: a bare paged list from a new process, {start['floor_s']} s)" if "floor_s" in start else ""
+
+
+def floor(start: dict[str, Any]) -> str:
+    """A start-up's floor (:func:`tests.bench_scale.startup_floor`): the bare process's time, and of it the list."""
+    if "floor_s" not in start:
+        return ""
+    return f"{start['floor_s']} s ({start['floor_list_s']} s)"
 
 
 def scale_points(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -225,11 +239,15 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
              "restart timed to Ready "
              "(`/readyz` "
              "answers 200 and a watch from resourceVersion=0 on the service's own port delivers the last "
-             "Application created):", "",
+             "Application created). Before each restart, the start-up's floor: a new process that receives the "
+             "paged list the service's informer asks for, with the same HTTP client, and does nothing else "
+             "(`tests.startup_floor`), timed from its start to its exit, and from its first request to its last "
+             "page:", "",
              "| Applications | RSS MiB | KiB each over baseline | first list ms | list ms | direct list ms "
              "| list ratio | of it, until received (ratio) | start-up to Ready | of which /readyz "
-             "| service / kube-apiserver CPU s until Ready | RSS after the restart |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| service / kube-apiserver CPU s until Ready | floor: a bare paged list, s (of it, the list) "
+             "| kube-apiserver CPU s for the floor | RSS after the restart |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     firsts = at.get("first_list_ms", {})
     rows = [(str(p["applications"]), p, at["startup"][str(p["applications"])], firsts.get(str(p["applications"])))
             for p in at["scale"]]
@@ -241,7 +259,8 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
                      f"{p['list_ms']} | {p['direct_list_ms']} | {list_ratio(p):.3f} | {received(p)} | "
                      f"{start['ready_s']} s | "
                      f"{start['readyz_s']} s | {start.get('service_cpu_s', '')} / "
-                     f"{start.get('kube_apiserver_cpu_s', '')} | {start['rss_mib_after_start']} MiB |")
+                     f"{start.get('kube_apiserver_cpu_s', '')} | {floor(start)} | "
+                     f"{start.get('floor_kube_apiserver_cpu_s', '')} | {start['rss_mib_after_start']} MiB |")
     t = at["throughput"]
     cpu = at["cpu_ms_per_request"]
     kube = at.get("kube_apiserver_cpu_ms_per_request", {})

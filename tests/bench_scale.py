@@ -23,9 +23,12 @@ Then on another new cluster, 50 000 Applications spread over 100 namespaces: RSS
 from __future__ import annotations
 
 import http.client
+import json
 import multiprocessing
 import ssl
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +38,9 @@ from typing import Any
 from localcluster import aggregation, processes, services
 from localcluster.cluster import Cluster
 
-from tests.bench import SAMPLES, Bench, Client, Stack, cpu_seconds, rss_kib
+from tests.bench import KIND_LABEL, SAMPLES, Bench, Client, Stack, cpu_seconds, rss_kib
+
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 #: Applications at the points of the scale part (start-up is timed at each).
 POINTS = (10_000, 50_000)
@@ -107,6 +112,7 @@ def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: 
             extra_args: tuple[str, ...]) -> tuple[services.Running, dict[str, float]]:
     """Restart the service and time it to Ready (see the module's docstring); returns the new process."""
     kube_pid = bench.cluster.pids["kube-apiserver"]
+    floor = startup_floor(bench)
     # kube-apiserver still busy with what came before (the growth's writes, the lists just timed) would be timed
     # as the start-up's: one run took 22 s over 100 namespaces, 13 s when repeated alone.
     quiet_after = wait_quiet(kube_pid, below=0.1, timeout=120)
@@ -145,11 +151,36 @@ def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: 
            # CPU seconds until Ready: what of the start-up is the service's own work, and what kube-apiserver's.
            "service_cpu_s": round(cpu_seconds(fresh.pid), 2),
            "kube_apiserver_cpu_s": round(cpu_seconds(kube_pid) - kube_cpu, 2),
-           "kube_apiserver_quiet_after_s": quiet_after}
+           "kube_apiserver_quiet_after_s": quiet_after, **floor}
     time.sleep(2)
     out["rss_mib_after_start"] = round(rss_kib(fresh.pid) / 1024, 1)
     print(f"  start-up {out}", flush=True)
     return fresh, out
+
+
+def startup_floor(bench: Bench) -> dict[str, float]:
+    """A new process that receives the paged list the service's informer asks for and does nothing else
+    (:mod:`tests.startup_floor`), once kube-apiserver is quiet: no start-up can be Ready sooner. Timed from the
+    process's start to its exit (``floor_s``) and from its first request to its last page (``floor_list_s``),
+    with kube-apiserver's CPU for it, which moves from run to run (round 19 of the performance notes)."""
+    kube_pid = bench.cluster.pids["kube-apiserver"]
+    wait_quiet(kube_pid, below=0.1, timeout=120)
+    pki = bench.cluster.pki_dir
+    argv = [sys.executable, "-m", "tests.startup_floor", "--port", bench.cluster.server.rsplit(":", 1)[1],
+            "--path", bench.backing_path(None), "--selector", f"{KIND_LABEL}={bench.stack.kind}",
+            "--ca", str(pki / "ca.crt"), "--cert", str(pki / "admin.crt"), "--key", str(pki / "admin.key")]
+    kube_cpu = cpu_seconds(kube_pid)
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=REPOSITORY, capture_output=True, text=True, timeout=STARTUP_TIMEOUT, check=False)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"the start-up floor failed: {done.stderr[-1000:]}")
+    received = json.loads(done.stdout)
+    out = {"floor_s": round(elapsed, 2), "floor_list_s": round(received["seconds"], 2),
+           "floor_kube_apiserver_cpu_s": round(cpu_seconds(kube_pid) - kube_cpu, 2),
+           "floor_pages": received["pages"], "floor_mib": round(received["bytes"] / 2**20, 1)}
+    print(f"  start-up floor {out}", flush=True)
+    return out
 
 
 def grow_spread(bench: Bench, total: int) -> None:
@@ -218,14 +249,15 @@ def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict
     return out
 
 
-def wait_quiet(pid: int, *, below: float = 0.05, window: float = 2.0, timeout: float = 300.0) -> float:
-    """Wait until ``pid`` uses under ``below`` of a CPU over ``window`` seconds (a restarted service first
-    catches up with its reconciler's work); returns the seconds waited."""
+def wait_quiet(*pids: int, below: float = 0.05, window: float = 2.0, timeout: float = 300.0) -> float:
+    """Wait until each of ``pids`` uses under ``below`` of a CPU over the same ``window`` seconds (a restarted
+    service first catches up with its reconciler's work); returns the seconds waited (``timeout`` at most: a
+    process that never settles is measured as it is, and the wait says so)."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        before = cpu_seconds(pid)
+        before = [cpu_seconds(pid) for pid in pids]
         time.sleep(window)
-        if (cpu_seconds(pid) - before) / window < below:
+        if all((cpu_seconds(pid) - cpu) / window < below for pid, cpu in zip(pids, before, strict=True)):
             break
     return round(time.monotonic() - started, 1)
 
@@ -282,7 +314,7 @@ def saturated_in_turns(cluster: Cluster, sides: dict[str, Callable[[Client, int]
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
     for r in range(rounds):
         for i, key in enumerate(turns(list(sides), r)):
-            waited = wait_all_quiet(pids)
+            waited = wait_quiet(*pids.values(), below=0.1, window=1.0, timeout=60.0)
             measured[key].append(saturate(cluster, sides[key], pids, r * len(sides) + i))
             print(f"  throughput round {r} {key} (after {waited} s of waiting for quiet): {measured[key][-1]}",
                   flush=True)
@@ -302,18 +334,6 @@ def turns(keys: list[str], r: int) -> list[str]:
     if r % 2:
         reads, writes = reads[::-1], writes[::-1]
     return reads + writes
-
-
-def wait_all_quiet(pids: dict[str, int], *, below: float = 0.1, window: float = 1.0, timeout: float = 60.0) -> float:
-    """Wait until each of ``pids`` uses under ``below`` of a CPU over the same ``window``; returns the seconds
-    waited (``timeout`` at most: a process that never settles is measured as it is, and the wait says so)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        time.sleep(window)
-        if all((cpu_seconds(pid) - before[name]) / window < below for name, pid in pids.items()):
-            break
-    return round(time.monotonic() - started, 1)
 
 
 def replica_throughput(bench: Bench, extra_args: tuple[str, ...], rounds: int) -> tuple[services.Running,

@@ -341,7 +341,8 @@ class ApplicationStorage:
         view = WatchView(namespace, options.label_selector, options.field_selector,
                          lambda name: backing_name(self.definition, name))
         await self._informer.require_synced()
-        subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks)
+        subscription = self._informer.subscribe(options.resource_version, bookmarks=options.allow_bookmarks,
+                                                replay_keys=view.may_show_key)
         try:
             async for event in subscription:
                 kind, tf = event["type"], event["object"]

@@ -10,12 +10,14 @@ stacks watch this way; only the projection of a backing object into an Applicati
 caller's part.
 
 The namespace and the ``metadata.name``/``metadata.namespace`` field selector are decided on the backing
-object, before its projection: those fields are immutable and map one to one onto the Application's (the
-backing name is the Application's with the definition's prefix), so an object they exclude was never
+object's key, before its projection: those fields are immutable and map one to one onto the Application's
+(the backing name is the Application's with the definition's prefix), so an object they exclude was never
 visible and never will be.  A watch of one name (``kubectl get app X -w``) then projects one object, not
-every object of the kind (at 10 000 Applications, a second of CPU).  Only labels (and whether the backing
-object is an Application of the kind at all) can change from one version to the next, so the object before
-a change is projected only when the watcher selects by label or the new version is no Application.
+every object of the kind (at 10 000 Applications, a second of CPU), and one that starts from the current
+state has the cache decode only the objects it may show (:meth:`WatchView.may_show_key`).  Only labels
+(and whether the backing object is an Application of the kind at all) can change from one version to the
+next, so the object before a change is projected only when the watcher selects by label or the new version
+is no Application.
 """
 
 from __future__ import annotations
@@ -49,9 +51,15 @@ class WatchView:
     def may_show(self, backing: JSON) -> bool:
         """False when ``backing`` can never be shown to this watcher (decided before projecting it)."""
         meta = backing.get("metadata") or {}
-        if self._namespace and (meta.get("namespace") or "") != self._namespace:
+        return self.may_show_key((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
+
+    def may_show_key(self, key: Key) -> bool:
+        """:meth:`may_show` of the object with this ``(namespace, name)``, decided without the object: a
+        cache then decodes none of the objects such a watcher never sees."""
+        namespace, name = key
+        if self._namespace and namespace != self._namespace:
             return False
-        return selectors.field_matches(self._backing_fields, backing)
+        return selectors.field_matches(self._backing_fields, {"metadata": {"namespace": namespace, "name": name}})
 
     def selects(self, app: JSON) -> bool:
         meta = app["metadata"]

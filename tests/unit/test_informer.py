@@ -8,6 +8,7 @@ knobs to break the watch, expire it with a 410 ERROR event, or take the "server"
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -192,6 +193,61 @@ async def test_subscribe_without_rv_gets_current_state_then_live() -> None:
                 assert _summary(await _take(s, 3)) == expected
                 await _nothing_more(s)
     finally:
+        await inf.stop()
+
+
+async def test_a_replay_of_the_current_state_leaves_out_the_keys_the_watcher_rejects() -> None:
+    kube = FakeKube()
+    kube.put("a", "1")
+    kube.put("b", "1")
+    kube.put("c", "1", ns="other")
+    inf = await _informer(kube)
+    try:
+        async with inf.subscribe("0", replay_keys=lambda key: key == ("ns", "b")) as sub:
+            assert _summary(await _take(sub, 1)) == [("ADDED", "b")]
+            await _nothing_more(sub)
+            kube.put("a", "2")  # live events are the watcher's own filter's to decide
+            assert _summary(await _take(sub, 1)) == [("MODIFIED", "a")]
+        async with inf.subscribe("0", replay_keys=lambda key: key[0] == "ns") as sub:
+            assert _summary(await _take(sub, 2)) == [("ADDED", "b"), ("ADDED", "a")]  # by resourceVersion
+            await _nothing_more(sub)
+    finally:
+        await inf.stop()
+
+
+async def test_looking_at_every_cached_object_lets_other_tasks_run_in_between() -> None:
+    """A rollout round goes through the whole cache (``Informer.kept``) beside the requests being served."""
+    kube = FakeKube()
+    for i in range(20):
+        kube.put(f"o{i}", "1")
+
+    async def probe() -> str:  # the current revision: the cache may answer as a consistent list would
+        return str(kube.rv)
+
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, probe_fn=probe, name="things")
+    inf.start()
+    await _settle(inf, kube)
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    def slow(obj: JSON) -> str:
+        time.sleep(0.002)
+        return str(obj["metadata"]["name"])
+
+    task = asyncio.create_task(other())
+    await asyncio.sleep(0)
+    try:
+        before = turns
+        kept = await inf.kept(slow, slice_s=0.005)
+        assert sorted(kept) == sorted(f"o{i}" for i in range(20))
+        assert turns - before >= 5, "the cache held the event loop for the whole 40 ms"
+    finally:
+        task.cancel()
         await inf.stop()
 
 

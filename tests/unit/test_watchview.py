@@ -39,6 +39,19 @@ def test_objects_outside_the_namespace_or_the_name_are_never_projected() -> None
     assert everywhere.may_show(backing("other", "cache")) and not everywhere.may_show(backing("other", "db"))
 
 
+def test_the_same_is_decided_on_a_cache_key_alone() -> None:
+    """A cache replaying its current state asks by key, before it decodes the object (``replay_keys``)."""
+    view = WatchView("team", "", selectors.parse_field_selector("metadata.name=db"), prefixed)
+    assert view.may_show_key(("team", "app-db"))
+    assert not view.may_show_key(("team", "app-cache"))
+    assert not view.may_show_key(("other", "app-db"))
+    assert not view.may_show_key(("team", "db"))  # the Application's name, not its backing object's
+    elsewhere = WatchView(None, "", selectors.parse_field_selector("metadata.namespace!=team"), prefixed)
+    assert elsewhere.may_show_key(("other", "app-db")) and not elsewhere.may_show_key(("team", "app-db"))
+    by_label = WatchView(None, "tier=cache", (), prefixed)
+    assert by_label.may_show_key(("team", "app-db"))  # labels are decided on the object
+
+
 def versioned(application: JSON, rv: str) -> JSON:
     return {**application, "metadata": {**application["metadata"], "resourceVersion": rv}}
 

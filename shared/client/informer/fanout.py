@@ -15,7 +15,7 @@ from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON
 
-from .packing import Packed, Packer
+from .packing import Key, Packed, Packer
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,9 @@ class Fanout:
         #: A closed fanout ends every subscription that attaches.
         self.closed = False
 
-    def subscribe(self, resource_version: str | None, bookmarks: bool) -> Subscription:
-        return Subscription(self, resource_version, bookmarks, self._max)
+    def subscribe(self, resource_version: str | None, bookmarks: bool,
+                  replay_keys: Callable[[Key], bool] | None = None) -> Subscription:
+        return Subscription(self, resource_version, bookmarks, self._max, replay_keys)
 
     def attach(self, sub: Subscription) -> None:
         """Queue what ``sub`` missed, then live events.  Synchronous on purpose: no event can slip
@@ -94,10 +95,14 @@ class Subscription:
     only a watcher whose selector may have changed its mind needs it.
     """
 
-    def __init__(self, fanout: Fanout, start_rv: str | None, bookmarks: bool, queue_size: int) -> None:
+    def __init__(self, fanout: Fanout, start_rv: str | None, bookmarks: bool, queue_size: int,
+                 replay_keys: Callable[[Key], bool] | None = None) -> None:
         self._fanout = fanout
         self.start_rv = start_rv
         self.bookmarks = bookmarks
+        #: Which objects a replay of the current state holds, by key (None: all): the watcher's own filter still
+        #: decides every event; this spares decoding the objects it would drop.
+        self.replay_keys = replay_keys
         #: Live events at or below this RV were already covered by the replay.
         self.min_rv = 0
         self._max = queue_size

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ from .transforms import Transform
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: Objects :meth:`Informer.kept` looks at between two yields to the event loop (a list's page).
-KEPT_BATCH = 500
+#: Seconds :meth:`Informer.kept` may hold the event loop before it lets others run. A start-up's rollout round
+#: goes through every cached object: in batches of 500 it held the loop 40 ms at a time, and the requests that
+#: came right after the sync waited through several of them (docs/design/perf/README.md, round 20).
+KEPT_SLICE_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -229,24 +232,27 @@ class Informer:
         return self._store.cached(namespace), self._store.rv
 
     async def kept(self, keep: Callable[[JSON], T], where: Callable[[JSON], bool] = lambda _obj: True, *,
-                   batch: int = KEPT_BATCH) -> list[T] | None:
+                   slice_s: float = KEPT_SLICE_S) -> list[T] | None:
         """What ``keep`` makes of every cached object ``where`` accepts, each decoded in turn, at a state as
         current as a consistent list's (:meth:`entries` with no resourceVersion); None when the cache cannot
         answer one (not synced, stopped, or its freshness not proven).
 
         For a caller that would otherwise list every object from kube-apiserver to look at each once (a
-        definition's rollout round); the loop yields to others every ``batch`` objects, as a paged list would.
+        definition's rollout round). It is background work beside the requests the service serves, so it
+        yields to them whenever it has held the event loop for ``slice_s`` seconds.
         """
         cached = await self.entries(None)
         if cached is None:
             return None
         out: list[T] = []
-        for done, entry in enumerate(cached[0], 1):
+        yield_at = time.monotonic() + slice_s
+        for entry in cached[0]:
             obj = self.unpack(entry.packed)
             if where(obj):
                 out.append(keep(obj))
-            if done % batch == 0:
+            if time.monotonic() >= yield_at:
                 await asyncio.sleep(0)
+                yield_at = time.monotonic() + slice_s
         return out
 
     async def lookup(self, key: Key, resource_version: str) -> Lookup | None:
@@ -262,20 +268,26 @@ class Informer:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def subscribe(self, resource_version: str | None = None, *, bookmarks: bool = False) -> Subscription:
+    def subscribe(self, resource_version: str | None = None, *, bookmarks: bool = False,
+                  replay_keys: Callable[[Key], bool] | None = None) -> Subscription:
         """Events after ``resource_version``; None/""/"0" means current state as ADDED, then live.
+
+        ``replay_keys``, when given, leaves out of that current state every object whose ``(namespace, name)``
+        it rejects: a watcher of one name or one namespace, which would drop the others, then has none of them
+        decoded for it (at 10 000 objects, a quarter of a second in which the event loop serves nothing else).
+        Live events and a resumed watch's history are not filtered: they come one at a time.
 
         Iterating raises ``ApiError`` 410 when the RV is older than the retained history, or
         later when the subscriber fell too far behind; the caller ends its watch with an ERROR
         event carrying that Status, and the client re-lists.
         """
-        return self._fanout.subscribe(resource_version, bookmarks)
+        return self._fanout.subscribe(resource_version, bookmarks, replay_keys)
 
     def _replay(self, sub: Subscription) -> None:
         """What ``sub`` missed, by its start: the whole cache as ADDED, or the history after its RV."""
         rv = sub.start_rv
         if rv in (None, "", "0"):
-            sub.replay.extend((ADDED, entry.packed, None) for entry in self._store.snapshot())
+            sub.replay.extend((ADDED, entry.packed, None) for entry in self._store.snapshot(sub.replay_keys))
             sub.min_rv = self._store.rv_int
         else:
             try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from .packing import Key, Packed
@@ -76,9 +76,12 @@ class Store:
         self._objects = objects
         self._order = None
 
-    def snapshot(self) -> list[Entry]:
-        """Every object, ordered by resourceVersion (the order a replay of them must keep)."""
-        return sorted(self._objects.values())
+    def snapshot(self, keys: Callable[[Key], bool] | None = None) -> list[Entry]:
+        """Every object (those whose key ``keys`` accepts, when given), ordered by resourceVersion (the order a
+        replay of them must keep)."""
+        if keys is None:
+            return sorted(self._objects.values())
+        return sorted(entry for key, entry in self._objects.items() if keys(key))
 
     def cached(self, namespace: str | None = None) -> list[Cached]:
         """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them.
