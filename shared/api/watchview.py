@@ -59,6 +59,8 @@ class WatchView:
         namespace, name = key
         if self._namespace and namespace != self._namespace:
             return False
+        if not self._backing_fields:  # most watches: no object to build for each key of a replay
+            return True
         return selectors.field_matches(self._backing_fields, {"metadata": {"namespace": namespace, "name": name}})
 
     def selects(self, app: JSON) -> bool:
