@@ -11,9 +11,12 @@ DESCRIPTION = ("Serve apps.cozystack.io kinds from ApplicationDefinitions, backe
 def main(argv: list[str] | None = None) -> None:
     # First, before anything imports kubernetes_asyncio (the runtime, the app and kopf do): see shared.lazy_imports.
     lazy_imports.install()
-    from shared.service import runtime
+    from shared.service import memory
 
-    from .app import COMPONENT, wiring
+    with memory.imported_frozen():
+        from shared.service import runtime
+
+        from .app import COMPONENT, wiring
 
     runtime.main(DESCRIPTION, COMPONENT, wiring, argv=argv)
 

@@ -57,6 +57,11 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 B1_COUNT = 1000
 SCALE_POINTS = (100, 1000, 5000, 10000)
 CONCURRENCY = 8
+#: B4's rounds (at most). A round pairs the two watches change by change, so its ratio moves little with the
+#: machine's load: in the complete runs of rounds 12-20 of the performance notes every round's p99 ratio was within
+#: 0.87-1.18 and the figure (the median of five) within 1.01-1.08. Five rounds of 400 changes, spaced 20 ms apart,
+#: were a fifth of the spec part (65-75 s per service), which must stay within 10 minutes.
+B4_ROUNDS = 3
 #: Annotation key a backing object carries for the Application annotation ``bench-marker``.
 MARKER = "apps.cozystack.io-bench-marker"
 #: The seed Application's name where its backing object's spec says it (a whole word, as the translations write it).
@@ -219,6 +224,18 @@ def interleaved(sides: list[Callable[[int], Any]], repeat: int) -> list[list[flo
             sides[side](i)
             times[side].append(time.perf_counter() - start)
     return times
+
+
+@contextmanager
+def phase(name: str, spent: dict[str, float]) -> Iterator[None]:
+    """Time one step of a part into ``spent`` and print it: where the part's minutes go (SPEC §8 asks ≤ 10 for it)."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        seconds = round(time.monotonic() - start, 1)
+        spent[name] = round(spent.get(name, 0.0) + seconds, 1)
+        print(f"  [{name}: {seconds:.1f} s]", flush=True)
 
 
 def rss_kib(pid: int) -> int:
@@ -483,7 +500,7 @@ class Bench:
         s, target = self.stack, "b1-0-0"
         p50 = self.figure("b4_watch_p50", f"median latency of {samples} changes per round, both watches open")
         p99 = self.figure("b4_watch_p99", f"99th percentile of {samples} changes per round, both watches open")
-        for _ in range(self.rounds):
+        for _ in range(min(self.rounds, B4_ROUNDS)):
             through, direct = self.latencies(
                 [self.app_path("bench") + f"?watch=true&fieldSelector=metadata.name%3D{target}",
                  self.backing_path("bench") + f"?watch=true&fieldSelector=metadata.name%3D{s.prefix}{target}"],
@@ -764,10 +781,12 @@ def _hops(bench: Bench, name: str, processes: dict[str, int]) -> dict[str, Any]:
 
 def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any]:
     stack = STACKS[name]
-    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
-    try:
+    spent: dict[str, float] = {}
+    with phase("start", spent):
+        service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         time.sleep(3)
+    try:
         baseline = rss_kib(service.pid) / 1024
         bench = Bench(cluster, stack, service.pid, args.rounds, args.count, port=service.port)
         print(f"{name}: pid {service.pid}, baseline RSS {baseline:.1f} MiB", flush=True)
@@ -775,28 +794,33 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
             return bench.memory(baseline, args.points)
         profile = args.profile / f"{name}-b1.svg" if args.profile else None
         bench.seed()
-        for total in (t for t in args.points if t < bench.count):
-            bench.grow(total)
-            bench.scale_point(total)
-        bench.clear_scale()  # the seed too: from here on, every Application is B1's or a scale point's
-        with relay(cluster, stack), profiled(service.pid, profile):
+        with phase("scale curve", spent):
+            for total in (t for t in args.points if t < bench.count):
+                bench.grow(total)
+                bench.scale_point(total)
+            bench.clear_scale()  # the seed too: from here on, every Application is B1's or a scale point's
+        with phase("b1", spent), relay(cluster, stack), profiled(service.pid, profile):
             bench.b1()
         bench.total = bench.b1_count
-        bench.scale_point(bench.b1_count)
-        bench.b4(args.watch_samples)
-        with profiled(service.pid, args.profile / f"{name}-b2.svg" if args.profile else None):
+        with phase("scale curve", spent):
+            bench.scale_point(bench.b1_count)
+        with phase("b4", spent):
+            bench.b4(args.watch_samples)
+        with phase("b2", spent), profiled(service.pid, args.profile / f"{name}-b2.svg" if args.profile else None):
             bench.b2()
-        for total in (t for t in args.points if t > bench.b1_count):
-            bench.grow(total)
-            bench.scale_point(total)
+        with phase("scale curve", spent):
+            for total in (t for t in args.points if t > bench.b1_count):
+                bench.grow(total)
+                bench.scale_point(total)
         figures = {key: fig.summary() for key, fig in bench.figures.items()}
         for key, value in figures.items():
             print(f"  {key:<16} ratio {value['ratio']:5.2f}  [{value['min']:.2f}-{value['max']:.2f}]  "
                   f"aggregated {value['aggregated_ms']:.2f} ms  direct {value['direct_ms']:.2f} ms", flush=True)
         floors = bench.floors()
         print(f"  floors (direct + the hops alone): {floors}", flush=True)
+        print(f"  seconds per step: {spent}", flush=True)
         return {**figures, "floors": floors, "rss_mib": bench.rss, "baseline_rss_mib": round(baseline, 1),
-                "scale": bench.scale, "b2_service_cpu_s": bench.b2_service_cpu_s}
+                "scale": bench.scale, "b2_service_cpu_s": bench.b2_service_cpu_s, "seconds_per_step": spent}
     finally:
         services.stop(cluster, stack.service)
 
@@ -819,13 +843,16 @@ def on_fresh_cluster(measure: Callable[[Cluster], dict[str, Any]]) -> dict[str, 
     A cluster of its own per measurement: a service must not run on a kube-apiserver and etcd that still hold
     another one's 10 000 backing objects and their Events (in tofu_agl's part of a shared cluster, the hops
     alone took 1.5-1.9 ms, against 0.9-1.0 ms on a fresh one)."""
-    cluster = fresh_cluster()
+    spent: dict[str, float] = {}
+    with phase("cluster up", spent):
+        cluster = fresh_cluster()
     try:
         return measure(cluster)
     finally:
-        for stack in STACKS.values():
-            services.stop(cluster, stack.service)
-        cluster.destroy()
+        with phase("cluster down", spent):
+            for stack in STACKS.values():
+                services.stop(cluster, stack.service)
+            cluster.destroy()
 
 
 def machine() -> str:
@@ -851,8 +878,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, nargs="+", default=list(SCALE_POINTS),
                         help="Applications at each point of the scale curve (default %(default)s)")
     parser.add_argument("--parts", nargs="+", choices=("spec", "scale"), default=["spec", "scale"],
-                        help="spec: SPEC §8's ratios (about 6 min); scale: 50 000 Applications, start-up and "
-                             "throughput (tests.bench_scale, about 20 min). With --out, a part not run keeps its "
+                        help="spec: SPEC §8's ratios (about 9 min); scale: 50 000 Applications, start-up and "
+                             "throughput (tests.bench_scale, about 40 min). With --out, a part not run keeps its "
                              "figures from the last run that had it (default: both)")
     parser.add_argument("--scale-points", type=int, nargs="+", default=[10_000, 50_000],
                         help="Applications at each point of the scale part, the last one also spread over 100 "

@@ -11,9 +11,12 @@ DESCRIPTION = ("Serve tofu.apps.cozystack.io (or --group) kinds from TofuApplica
 def main(argv: list[str] | None = None) -> None:
     # First, before anything imports kubernetes_asyncio (the runtime, the app and kopf do): see shared.lazy_imports.
     lazy_imports.install()
-    from shared.service import runtime
+    from shared.service import memory
 
-    from .app import COMPONENT, arguments, wiring
+    with memory.imported_frozen():
+        from shared.service import runtime
+
+        from .app import COMPONENT, arguments, wiring
 
     runtime.main(DESCRIPTION, COMPONENT, wiring, extra_arguments=arguments, argv=argv)
 

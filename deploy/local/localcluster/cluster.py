@@ -303,7 +303,10 @@ class Cluster:
         for _, record in started:
             record.unlink(missing_ok=True)
         if state is not None:
-            _terminate([state.api_pid, state.etcd_pid], grace=15)
+            # kube-apiserver before etcd: TERMed together, kube-apiserver spends its whole grace period retrying
+            # the etcd that went first (11 s, against 1 s one after the other).
+            _terminate([state.api_pid], grace=15)
+            _terminate([state.etcd_pid], grace=15)
         self.state_file.unlink(missing_ok=True)
         if not quiet:
             log(f"cluster {self.name!r} stopped")
