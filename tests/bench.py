@@ -867,9 +867,11 @@ def now() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
     parser.add_argument("--stacks", nargs="+", default=list(STACKS), choices=list(STACKS))
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="repetitions of each figure; 1000 divided by it is B1's creates per round "
-                             "(default %(default)s)")
+    # Four: B1's creates are --count in all whatever the rounds, B1's gets and lists spread little from round to
+    # round, and five rounds put the spec part above its 10 minutes (round 21 of the performance notes).
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="repetitions of each figure (B4: at most 3); 1000 divided by it is B1's creates per "
+                             "round (default %(default)s)")
     parser.add_argument("--watch-samples", type=int, default=400,
                         help="changes per round of B4, each seen by both watches; its p99 is their 4th-5th slowest "
                              "(default %(default)s)")
