@@ -31,10 +31,16 @@ CLUSTER_TIERS = ("integration", "contract", "differential", "flux")
 #: tiers' HelmReleases; the differential tier's oracle CRDs carry the sample kinds' names (VPC, Redis, ...),
 #: which kubectl would resolve to instead of the served kinds while they exist.
 LAST_TIERS = ("flux", "differential")
+#: Modules that run before all others: they run services of their own (the chart's identity, its lease) against
+#: the cluster's definitions, and the session's services, once a test has started them, would act on the same
+#: definitions (write their status, their rollouts, the kind roles of the same group) in the same moments.
+FIRST_MODULES = ("tests/integration/test_chart.py",)
 
 
 def _run_rank(item: pytest.Item) -> int:
     path = str(item.fspath)
+    if any(path.endswith(module) for module in FIRST_MODULES):
+        return -1
     return next((rank for rank, tier in enumerate(LAST_TIERS, 1) if f"tests/{tier}/" in path), 0)
 
 

@@ -66,14 +66,21 @@ def launch(cluster: Cluster, service: Service, *, port: int, log_file: Path, pyt
                                 start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
+def running(cluster: Cluster, service: Service) -> Running | None:
+    """The process of ``service`` started by :func:`start` on ``cluster`` and still alive, if any."""
+    record = _record(cluster, service)
+    if not record.exists():
+        return None
+    data = json.loads(record.read_text())
+    return Running(service, data["pid"], data["port"], Path(data["log"])) if _alive(data["pid"]) else None
+
+
 def start(cluster: Cluster, service: Service, *, python: str = sys.executable,
           extra_args: tuple[str, ...] = (), timeout: float = 90) -> Running:
     """Start one service (unless it runs already), register its APIService, wait until Available."""
+    if (already := running(cluster, service)) is not None:
+        return already
     record = _record(cluster, service)
-    if record.exists():
-        data = json.loads(record.read_text())
-        if _alive(data["pid"]):
-            return Running(service, data["pid"], data["port"], Path(data["log"]))
     ca, _cert = aggregation.serving_cert(cluster, service.name, NAMESPACE)
     port = free_port()
     log_file = cluster.logs_dir / f"{service.name}.log"
