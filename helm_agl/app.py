@@ -49,7 +49,7 @@ def wiring(args: argparse.Namespace) -> Build:
                            COMPONENT, ctx.leader)
 
         async def close() -> None:
-            await registry.close()
+            await reconciler.close()
             await admission.stop()
 
         return Wiring(operator=operator_registry(reconciler, ctx.kopf_login), close=close,

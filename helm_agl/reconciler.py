@@ -109,6 +109,8 @@ class DefinitionReconciler:
         self._lock = asyncio.Lock()
         #: Whether this replica listed every definition as leader (:meth:`resync`); it writes nothing before.
         self._listed = False
+        #: Set by :meth:`close`: the service is stopping, and definition changes change nothing any more.
+        self._closed = False
         #: Definition name -> the :func:`rollout_key` completely rolled out (status writes do not re-trigger).
         self._rolled_out: dict[str, tuple[object, ...]] = {}
         #: Definition name -> (rollout key, task) of the rollout in progress.
@@ -121,6 +123,8 @@ class DefinitionReconciler:
     async def on_event(self, event_type: str | None, body: dict[str, Any]) -> None:
         """Handle one definition event; serialised so verdicts are decided on a consistent set."""
         async with self._lock:
+            if self._closed:
+                return
             name = body.get("metadata", {}).get("name", "")
             if event_type == "DELETED":
                 self.registry.remove(name)
@@ -149,6 +153,8 @@ class DefinitionReconciler:
         happened under the previous leader only re-checks the objects.
         """
         async with self._lock:
+            if self._closed:
+                return
             listed = await list_definitions_while(self._definitions, lambda: self.leader.is_leader)
             if listed is None:
                 return
@@ -160,6 +166,15 @@ class DefinitionReconciler:
             self._listed = True
             log.info("leading: listed every definition", extra={"definitions": len(listed)})
             await self._sync()
+
+    async def close(self) -> None:
+        """Stop serving the kinds and end the rollouts, for good: at a stop, while kopf lets its handlers
+        finish. A handler under way finishes first (it holds the lock); one that comes later changes nothing,
+        so no kind's cache or rollout starts again after this."""
+        async with self._lock:
+            self._closed = True
+            self._forget_rollouts()
+            await self.registry.close()
 
     async def lead(self) -> None:
         """Forever: on each election, resync; then wait until leadership is lost (and maybe regained)."""

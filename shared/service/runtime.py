@@ -73,6 +73,9 @@ def common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-read-fence", dest="read_fence", action="store_false",
                         help="never write a read fence: a consistent list the cache cannot prove current goes "
                              "to kube-apiserver")
+    parser.add_argument("--shutdown-delay", type=float, default=0.0, metavar="SECONDS",
+                        help="after SIGTERM, serve on this long with /readyz failing before stopping, while the "
+                             "Service's endpoints drop the replica (default %(default)s; the chart sets 5)")
     parser.add_argument("--event-loop", choices=sorted(EVENT_LOOPS), default="uvloop",
                         help="uvloop (default: its TLS and sockets take a third less CPU per request than "
                              "asyncio's, see docs/benchmarks.md) or the standard asyncio loop")
@@ -219,29 +222,34 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     background.append(asyncio.create_task(_logged(lambda: _take_signals_when_ready(operator_ready, stop))))
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
+    operator_stop = asyncio.Event()  # set after the delay: kopf would cancel what still serves 5 s after it is told
+    told: list[float] = []
+
+    async def stop_operator() -> None:
+        told.append(time.monotonic())
+        operator_stop.set()
+
+    steps: list[shutdown.Step] = [
+        ("reconciler told to stop", stop_operator),  # kopf ends its watches and waits for its handlers meanwhile
+        ("serving", runner.cleanup),  # open watches end, requests in flight get up to 5 s
+        ("background tasks", lambda: shutdown.cancel_and_wait(background)),  # the lead and relay loops among them
+        ("front-proxy watch", trust.stop),
+        ("kinds", wiring.close),  # after the reconciler's handler in progress, if any; none starts a cache after
+    ]
+    if elector is not None:
+        steps.append(("lease release", elector.release))  # nothing of this replica writes as leader any more
+    steps.append(("events", events.stop))  # after the last request and reconcile: their Events are written
+    # Started before kopf, so that kopf's stop neither counts it among its own tasks nor cancels it.
+    stopping = asyncio.create_task(shutdown.stop_when_asked(stop, steps, args.shutdown_delay), name="service stop")
     try:
-        await run_operator(wiring.operator, stop, operator_ready)
+        await run_operator(wiring.operator, operator_stop, operator_ready)
     finally:
-        log.info("shutting down")
-        started = time.monotonic()
-        for task in background:
-            task.cancel()
-        await _step("background tasks", asyncio.gather(*background, return_exceptions=True))
-        await _step("front-proxy watch", trust.stop())
-        if elector is not None:
-            await _step("lease release", elector.release())
-        await _step("serving", runner.cleanup())
-        await _step("kinds", wiring.close())
-        await _step("events", events.stop())  # after the last request and reconcile: their Events are written
+        if told:  # kopf waits up to 5 s for the tasks started after it: this says whether any of ours was left
+            log.info("reconciler stopped", extra={"seconds": round(time.monotonic() - told[0], 3)})
+        stop.set()  # kopf may have stopped by itself: a signal before it was ready, or a failure
+        asked = await stopping
         await api.close()
-        log.info("shut down", extra={"seconds": round(time.monotonic() - started, 3)})
-
-
-async def _step(name: str, step: Awaitable[Any]) -> None:
-    """One shutdown step, timed: a slow stop names the step that held it."""
-    started = time.monotonic()
-    await step
-    log.info("shutdown step done", extra={"step": name, "seconds": round(time.monotonic() - started, 3)})
+        log.info("shut down", extra={"seconds": round(time.monotonic() - asked, 3)})
 
 
 Build = Callable[[Context], Awaitable[Wiring]]

@@ -1,4 +1,4 @@
-"""Who takes SIGTERM, and what a slow stop says about itself.
+"""Who takes SIGTERM, the order a service stops in, and what a slow stop says about itself.
 
 kopf installs its own SIGTERM/SIGINT handlers when it starts, over any the service had. Once kopf is up the
 service takes them back, so that a stop is logged when it is asked for, ``/readyz`` fails from that moment
@@ -6,6 +6,11 @@ service takes them back, so that a stop is logged when it is asked for, ``/ready
 it waits for: kopf stops by cancelling every task started after it, once, and waits for each to end, so one
 task that outlives its cancellation would hold the process until the kubelet kills it at the end of the pod's
 grace period, and without this report nothing would say which task it was.
+
+The service's own stop (:func:`stop_when_asked`) runs beside kopf's, from the moment a stop is asked for. kopf
+gives every task started after it 5 s to end before it cancels it, and the service's tasks (connections kept
+alive by kube-apiserver, the kinds' caches, the Event writer) are among them: ended by the service's own steps
+first, they no longer hold kopf for those 5 s.
 """
 
 from __future__ import annotations
@@ -13,8 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
+
+#: One step of a stop: its name in the log, and what it awaits.
+Step = tuple[str, Callable[[], Awaitable[Any]]]
 
 #: Seconds after a stop is asked for before the tasks still running are reported (and every as many after).
 SLOW_AFTER = 10.0
@@ -74,3 +85,36 @@ def _describe(task: asyncio.Task[object]) -> str:
         where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
         awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
     return f"{task.get_name()}: {' > '.join(names)} at {where}" if names else task.get_name()
+
+
+async def stop_when_asked(stop: asyncio.Event, steps: Sequence[Step], delay: float = 0.0) -> float:
+    """Once ``stop`` is set: serve on for ``delay`` seconds (``/readyz`` fails meanwhile), then run ``steps`` in
+    order, each timed; returns the ``time.monotonic()`` at which the stop was asked for.
+
+    The delay is the drain a replica behind a Service needs: the endpoints that still send it connections are
+    updated a moment after the pod is told to stop (kube-apiserver's ``--shutdown-delay-duration`` is the same
+    idea). A step that fails is logged, and the next one runs all the same: what the later steps write (the
+    queued Events) is not lost to an earlier failure.
+    """
+    await stop.wait()
+    asked = time.monotonic()
+    if delay > 0:
+        log.info("serving on before the stop", extra={"seconds": delay})
+        await asyncio.sleep(delay)
+    log.info("shutting down")
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            await step()
+        except Exception:
+            log.exception("shutdown step failed", extra={"step": name})
+            continue
+        log.info("shutdown step done", extra={"step": name, "seconds": round(time.monotonic() - started, 3)})
+    return asked
+
+
+async def cancel_and_wait(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended, whatever it raised."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -41,7 +41,10 @@ GROUP, VERSION = "apps.cozystack.io", "v1alpha1"
 APISERVICE = f"{VERSION}.{GROUP}"
 KIND, PLURAL, DEFINITION, PREFIX = "HaCache", "hacaches", "ha-cache", "ha-cache-"
 HR = "helmreleases.helm.toolkit.fluxcd.io"
-ELECTION = ("--leader-elect", "--leader-elect-namespace", LEASE_NS)
+#: The replicas drain as the chart's do (it sets 5 s): /readyz fails while they still serve, then they stop.
+ELECTION = ("--leader-elect", "--leader-elect-namespace", LEASE_NS, "--shutdown-delay=2")
+#: How long kopf waits for the tasks started after it before cancelling them (kopf's running.run_tasks).
+KOPF_HUNG_TASKS_WAIT = 5.0
 COLLECTION = f"/apis/{GROUP}/{VERSION}/namespaces/{NS}/{PLURAL}"
 
 #: The stream: each writer creates its objects one by one and updates each a few times; a few watchers follow.
@@ -430,6 +433,14 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
     if sig == signal.SIGTERM:
         assert '"msg": "stop requested", "signal": "SIGTERM"' in victim_log
         assert '"msg": "shut down"' in victim_log
+        stop_lines = [json.loads(line) for line in victim_log.splitlines()[victim_log[:victim_log.rindex(
+            '"msg": "stop requested"')].count("\n"):] if line.startswith("{")]
+        steps = [line["step"] for line in stop_lines if line.get("msg") == "shutdown step done"]
+        assert steps == ["reconciler told to stop", "serving", "background tasks", "front-proxy watch", "kinds",
+                         "lease release", "events"], steps
+        # The service ended its own tasks itself: kopf found none of them left to wait its 5 s for.
+        stopped = [line["seconds"] for line in stop_lines if line.get("msg") == "reconciler stopped"]
+        assert len(stopped) == 1 and stopped[0] < KOPF_HUNG_TASKS_WAIT, stop_lines
 
     # Every request succeeded once, or failed with what a client retries and then succeeded.
     operations = [op for w in writers for op in w.operations]
