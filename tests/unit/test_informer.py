@@ -556,3 +556,33 @@ async def test_lookup_answers_gets_at_a_resource_version_from_the_cache() -> Non
         assert await inf.lookup(("ns", "a"), str(kube.rv + 100)) is None
     finally:
         await inf.stop()
+
+
+@pytest.mark.parametrize("code", [429, 503])
+async def test_a_list_answered_429_is_tried_again_when_it_says_and_other_failures_back_off(code: int) -> None:
+    """kube-apiserver answers a list 429 with Retry-After while its watch cache initializes after a restart: the
+    cache lists again after that second, not after its own backoff (30 s here), which would leave the kind unserved
+    that long. Any other failure, a 503 with Retry-After too, backs off as before."""
+    kube = FakeKube()
+    kube.put("a", "1")
+    refused = [ApiError(code, "TooManyRequests", "storage is (re)initializing", retry_after=0)] * 2
+    listed = kube.list_fn
+
+    async def list_fn() -> JSON:
+        if refused:
+            raise refused.pop()
+        return await listed()
+
+    inf = Informer(list_fn=list_fn, watch_fn=kube.watch_fn, name="things",
+                   tuning=Tuning(backoff_initial=30.0, backoff_max=60.0))
+    inf.start()
+    try:
+        if code == 429:
+            async with asyncio.timeout(5):
+                await inf.wait_synced()
+            assert inf.size == 1 and not refused
+        else:
+            await asyncio.sleep(1.0)
+            assert not inf.synced and len(refused) == 1, "still waiting out its backoff after the first failure"
+    finally:
+        await inf.stop()

@@ -2,7 +2,11 @@
 watch again when a watch ends, list again when it fails or expires.
 
 It knows nothing of what is done with what it reads: the owner gets each list and each event.
-Failures back off exponentially with jitter (tenacity); any progress starts the backoff over.
+Failures back off exponentially with jitter (tenacity); any progress starts the backoff over. A ``429`` says when
+to come back (``Retry-After``; kube-apiserver answers a list so while the watch cache of its resource initializes
+after a restart, and priority and fairness when it sheds load): it is tried again after that long instead, as
+client-go's REST client does. The backoff would otherwise grow to many times the wait the server asked for, and
+the kinds would be served that much later after a restart of kube-apiserver.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
+from tenacity.wait import wait_base
 
 from shared.api.errors import ApiError
 from shared.bodies import JSON
@@ -33,6 +38,21 @@ class _Idle(Exception):
     """The watch ended at once without an event."""
 
 
+class WaitRetryAfterOr(wait_base):
+    """After a ``429``, what its ``Retry-After`` says (at most ``cap`` seconds); else ``otherwise``'s wait."""
+
+    def __init__(self, otherwise: wait_base, cap: float) -> None:
+        self._otherwise = otherwise
+        self._cap = cap
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        failure = outcome.exception() if outcome is not None else None
+        if isinstance(failure, ApiError) and failure.code == 429 and failure.retry_after is not None:
+            return float(min(max(failure.retry_after, 0), self._cap))
+        return float(self._otherwise(retry_state))
+
+
 class Reflector:
     """Feeds ``on_list`` and ``on_event`` from ``list_fn``/``watch_fn`` until cancelled.
 
@@ -49,7 +69,8 @@ class Reflector:
         self._on_list = on_list
         self._on_event = on_event
         self._resource_version = resource_version
-        self._wait = wait_exponential_jitter(multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial)
+        self._wait = WaitRetryAfterOr(
+            wait_exponential_jitter(multiplier=backoff_initial, max=backoff_max, jitter=backoff_initial), backoff_max)
         self._monotonic = monotonic
         self._need_list = True
 
@@ -107,5 +128,8 @@ class Reflector:
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         if isinstance(failure, _Idle):
             log.debug("%s: watch ended at once; watching again in ~%.1fs", self.name, wait)
+        elif isinstance(failure, ApiError) and failure.code == 429 and failure.retry_after is not None:
+            log.info("%s: list/watch answered %s (%s); again in %.1fs, as it asked", self.name, failure.code,
+                     failure.message, wait)
         else:
             log.warning("%s: list/watch failed (%s); retrying in ~%.1fs", self.name, failure, wait)
