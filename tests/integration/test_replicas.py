@@ -433,8 +433,9 @@ def test_a_replica_dies_in_the_middle_of_a_stream(pair: Pair, sig: signal.Signal
     if sig == signal.SIGTERM:
         assert '"msg": "stop requested", "signal": "SIGTERM"' in victim_log
         assert '"msg": "shut down"' in victim_log
-        stop_lines = [json.loads(line) for line in victim_log.splitlines()[victim_log[:victim_log.rindex(
-            '"msg": "stop requested"')].count("\n"):] if line.startswith("{")]
+        lines = victim_log.splitlines()  # the log file keeps earlier runs of this replica: read from its last stop
+        last_stop = max(i for i, line in enumerate(lines) if '"msg": "stop requested"' in line)
+        stop_lines = [json.loads(line) for line in lines[last_stop:] if line.startswith("{")]
         steps = [line["step"] for line in stop_lines if line.get("msg") == "shutdown step done"]
         assert steps == ["reconciler told to stop", "serving", "background tasks", "front-proxy watch", "kinds",
                          "lease release", "events"], steps
