@@ -55,7 +55,7 @@ PRUNE_FLOOR = 1024
 
 #: (namespace, name) of a Secret.
 SecretKey = tuple[str, str]
-#: A kept Secret: when it was read, the values to mask with (None: unreadable), and every value it was seen to hold.
+#: A kept Secret: when its read was sent, the values to mask with (None: unreadable), and every value it held.
 Entry = tuple[float, tuple[str, ...] | None, tuple[str, ...]]
 
 
@@ -162,7 +162,7 @@ class SecretValues:
         self._secrets = secrets
         self._max_age = max_age
         self._max_secrets = max_secrets
-        #: When each Secret was read, the values to mask with (its current ones, then those it held before;
+        #: When each Secret's read was sent, the values to mask with (its current ones, then those it held before;
         #: None: it could not be read; () when it does not exist and never held any), and every value it was
         #: seen to hold.  In the order last asked for, the least recent first.
         self._read: dict[SecretKey, Entry] = {}
@@ -192,6 +192,27 @@ class SecretValues:
     def known(self, terraform: JSON) -> list[str] | None:
         """The values of every Secret ``terraform`` reads, as last read; None while one of them was never read
         or could not be read.  Starts a read of each one missing or too old, without waiting for it."""
+        return self._collect(terraform, refresh=True)
+
+    async def values(self, terraform: JSON) -> list[str] | None:
+        """As :meth:`known`, once every Secret missing or too old has been read (for reads that may wait).
+
+        Too old is judged at the call: a read already under way joins only when it was sent after the kept one
+        would have been too old, so a Secret changed before the call is never answered with what a read sent
+        before the change saw (a read started one instant earlier may have been answered before the change).
+        """
+        asked = time.monotonic()
+        namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
+        for name in secret_references(terraform):
+            key = (namespace, name)
+            for _attempt in range(2):  # the one under way, then one of its own (bounded: the key may be dropped)
+                entry = self._read.get(key)
+                if entry is not None and not self._stale(entry, asked):
+                    break
+                await self._start(key)
+        return self._collect(terraform, refresh=False)
+
+    def _collect(self, terraform: JSON, *, refresh: bool) -> list[str] | None:
         namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
         values: list[str] | None = []
         for name in secret_references(terraform):
@@ -199,7 +220,7 @@ class SecretValues:
             entry = self._read.pop(key, None)
             if entry is not None:
                 self._read[key] = entry  # now the most recently asked for
-            if entry is None or self._stale(entry):
+            if refresh and (entry is None or self._stale(entry, time.monotonic())):
                 self._start(key)
             if entry is None or entry[1] is None:
                 values = None
@@ -207,43 +228,30 @@ class SecretValues:
                 values.extend(entry[1])
         return values
 
-    async def values(self, terraform: JSON) -> list[str] | None:
-        """As :meth:`known`, once every Secret missing or too old has been read (for reads that may wait)."""
-        namespace = str((terraform.get("metadata") or {}).get("namespace") or "")
-        for name in secret_references(terraform):
-            key = (namespace, name)
-            entry = self._read.get(key)
-            if entry is None or self._stale(entry):
-                await self._start(key)
-        return self.known(terraform)
-
-    def _stale(self, entry: Entry) -> bool:
+    def _stale(self, entry: Entry, at: float) -> bool:
+        """Whether ``entry``'s read was sent too long before ``at`` (a read sent at ``at`` or later never is)."""
         age = self._max_age if entry[1] is not None else UNREADABLE_AGE
-        return time.monotonic() - entry[0] > age
+        return at - entry[0] > age
 
     def _start(self, key: SecretKey) -> asyncio.Task[None]:
         task = self._reading.get(key)
         if task is None:
-            task = asyncio.create_task(self._read_one(key), name=f"secret {key[0]}/{key[1]}")
+            task = asyncio.create_task(self._read_one(key, time.monotonic()), name=f"secret {key[0]}/{key[1]}")
             self._reading[key] = task
-            task.add_done_callback(lambda _done: self._reading.pop(key, None))
         return task
 
-    async def _read_one(self, key: SecretKey) -> None:
-        values: tuple[str, ...] | None
+    async def _read_one(self, key: SecretKey, sent: float) -> None:
         try:
-            values = tuple(secret_strings(await self._secrets.get(*key)))
-        except ApiError as exc:
-            values = () if exc.code == 404 else None  # no such Secret: it has no value to show
-            if values is None:
-                log.warning("cannot read a Secret a Terraform reads; its messages stay withheld",
-                            extra={"namespace": key[0], "secret": key[1], "code": exc.code})
+            values = await self._get(key)
+        finally:
+            self._reading.pop(key, None)  # before any waiter resumes, so the next ask starts a read of its own
         previous = self._read.pop(key, None)
         earlier = previous[2] if previous is not None else ()
         if values is not None:
             values = tuple(dict.fromkeys((*values, *earlier)))[:MAX_VALUES]
         # Unreadable: withheld until read again (it may hold a value not seen yet); what it held is remembered.
-        self._read[key] = (time.monotonic(), values, earlier if values is None else values)
+        # Stamped with when the read was sent: a change after that may not be in it.
+        self._read[key] = (sent, values, earlier if values is None else values)
         while len(self._read) > self._max_secrets:
             dropped = next(iter(self._read))
             del self._read[dropped]
@@ -252,6 +260,17 @@ class SecretValues:
         if previous is None or previous[1] != values:
             for listener in list(self._listeners):
                 listener(key)
+
+    async def _get(self, key: SecretKey) -> tuple[str, ...] | None:
+        """The text values of the Secret ``key``: () when it does not exist, None when it cannot be read."""
+        try:
+            return tuple(secret_strings(await self._secrets.get(*key)))
+        except ApiError as exc:
+            if exc.code == 404:
+                return ()  # no such Secret: it has no value to show
+            log.warning("cannot read a Secret a Terraform reads; its messages stay withheld",
+                        extra={"namespace": key[0], "secret": key[1], "code": exc.code})
+            return None
 
 
 class Masking:

@@ -82,6 +82,48 @@ async def test_a_rotated_secrets_earlier_value_stays_masked(api: kclient.ApiClie
         await _delete(secrets, name)
 
 
+class HeldAnswers(ObjectClient):
+    """The real Secrets, each answer held back until :attr:`release` is set: a read answered before a change
+    and still on its way when the value is asked for again (kube-apiserver cannot delay an answer on demand)."""
+
+    def __init__(self, api: kclient.ApiClient) -> None:
+        super().__init__(api, SECRETS)
+        self.answered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def get(self, namespace: str | None, name: str, *, subresource: str | None = None) -> Any:
+        answer = await super().get(namespace, name, subresource=subresource)
+        self.answered.set()
+        await self.release.wait()
+        return answer
+
+
+async def test_a_read_sent_before_a_change_does_not_answer_an_ask_after_it(api: kclient.ApiClient,
+                                                                          run: str) -> None:
+    """``values`` asked after a rotation does not settle for a read already under way, answered before it."""
+    secrets = HeldAnswers(api)
+    name = f"inflight-{run}"
+    await secrets.create(NS, _secret(name, f"before-{run}"))
+    try:
+        values = SecretValues(secrets, max_age=0)
+        terraform = _terraform(f"tf-{run}", name)
+        assert await values.values(terraform) == [f"before-{run}"]
+        secrets.answered.clear()
+        secrets.release.clear()
+        assert values.known(terraform) == [f"before-{run}"]  # starts a read in the background
+        async with asyncio.timeout(10):
+            await secrets.answered.wait()  # kube-apiserver answered it, with the value before the rotation
+        await secrets.patch_merge(NS, name, {"data": {"password": base64.b64encode(f"after-{run}".encode()).decode()}})
+        asked = asyncio.create_task(values.values(terraform))
+        await asyncio.sleep(0.05)
+        secrets.release.set()
+        async with asyncio.timeout(10):
+            assert await asked == [f"after-{run}", f"before-{run}"]
+    finally:
+        await _delete(secrets, name)
+
+
 async def test_the_secret_least_recently_asked_for_is_dropped(api: kclient.ApiClient, run: str) -> None:
     secrets = ObjectClient(api, SECRETS)
     names = [f"lru-{i}-{run}" for i in range(3)]
