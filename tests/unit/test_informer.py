@@ -196,7 +196,8 @@ async def test_subscribe_without_rv_gets_current_state_then_live() -> None:
         await inf.stop()
 
 
-async def test_a_replay_of_the_current_state_leaves_out_the_keys_the_watcher_rejects() -> None:
+async def test_a_watcher_is_handed_only_the_keys_it_accepts() -> None:
+    """Of the current state, of the live events and of a resumed watch's history (``replay_keys``)."""
     kube = FakeKube()
     kube.put("a", "1")
     kube.put("b", "1")
@@ -206,10 +207,35 @@ async def test_a_replay_of_the_current_state_leaves_out_the_keys_the_watcher_rej
         async with inf.subscribe("0", replay_keys=lambda key: key == ("ns", "b")) as sub:
             assert _summary(await _take(sub, 1)) == [("ADDED", "b")]
             await _nothing_more(sub)
-            kube.put("a", "2")  # live events are the watcher's own filter's to decide
-            assert _summary(await _take(sub, 1)) == [("MODIFIED", "a")]
+            kube.put("a", "2")
+            kube.delete("c")
+            kube.put("b", "2")
+            assert _summary(await _take(sub, 1)) == [("MODIFIED", "b")]
+            await _nothing_more(sub)
+        resumed_from = str(int(kube.objects["b"]["metadata"]["resourceVersion"]) - 3)  # before a's change
+        async with inf.subscribe(resumed_from, replay_keys=lambda key: key == ("ns", "b")) as sub:
+            assert _summary(await _take(sub, 1)) == [("MODIFIED", "b")]
+            await _nothing_more(sub)
         async with inf.subscribe("0", replay_keys=lambda key: key[0] == "ns") as sub:
-            assert _summary(await _take(sub, 2)) == [("ADDED", "b"), ("ADDED", "a")]  # by resourceVersion
+            assert _summary(await _take(sub, 2)) == [("ADDED", "a"), ("ADDED", "b")]  # by resourceVersion
+            await _nothing_more(sub)
+    finally:
+        await inf.stop()
+
+
+async def test_a_watcher_of_one_name_is_not_cut_off_by_the_changes_of_others() -> None:
+    """Its buffer holds its own object's events only: a busy kind does not end its watch with 410."""
+    kube = FakeKube()
+    kube.put("mine", "1")
+    inf = await _informer(kube, queue_size=3)
+    try:
+        async with inf.subscribe("0", replay_keys=lambda key: key == ("ns", "mine")) as sub:
+            assert _summary(await _take(sub, 1)) == [("ADDED", "mine")]
+            for i in range(10):  # not read meanwhile: three of them would fill a buffer of every event
+                kube.put(f"other-{i}", "1")
+            kube.put("mine", "2")
+            await eventually(lambda: kube.rv == int(inf.resource_version or 0))
+            assert _summary(await _take(sub, 1)) == [("MODIFIED", "mine")]
             await _nothing_more(sub)
     finally:
         await inf.stop()

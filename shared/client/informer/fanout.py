@@ -64,11 +64,15 @@ class Fanout:
     def detach(self, sub: Subscription) -> None:
         self._subs.discard(sub)
 
-    def broadcast(self, type_: str, obj: Packed | JSON, rv: int, prev: Packed | None = None) -> None:
+    def broadcast(self, type_: str, obj: Packed | JSON, rv: int, prev: Packed | None = None,
+                  key: Key | None = None) -> None:
+        """Hand an event to every subscription that wants it; ``key`` (an object event's) is offered only to
+        those whose ``replay_keys`` accepts it."""
         for sub in list(self._subs):
-            if type_ == BOOKMARK and not sub.bookmarks:
-                continue
-            if type_ != BOOKMARK and rv <= sub.min_rv:
+            if type_ == BOOKMARK:
+                if not sub.bookmarks:
+                    continue
+            elif rv <= sub.min_rv or (key is not None and sub.replay_keys is not None and not sub.replay_keys(key)):
                 continue
             if not sub.offer((type_, obj, prev)):
                 log.info("%s: a subscriber fell %d events behind; closing it (410)", self.name, self._max)
@@ -100,8 +104,8 @@ class Subscription:
         self._fanout = fanout
         self.start_rv = start_rv
         self.bookmarks = bookmarks
-        #: Which objects a replay of the current state holds, by key (None: all): the watcher's own filter still
-        #: decides every event; this spares decoding the objects it would drop.
+        #: Which objects the subscription is handed, by key (None: all), in its replay and live: the watcher's
+        #: own filter still decides every event; this spares decoding the objects it would drop.
         self.replay_keys = replay_keys
         #: Live events at or below this RV were already covered by the replay.
         self.min_rv = 0

@@ -7,17 +7,21 @@ before it; a client then lists again.  Here the same contract holds for watches 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from shared.api import errors
 
-from .packing import Packed
+from .packing import Key, Packed
 
 
 class Record(NamedTuple):
     rv: int
     type: str
     obj: Packed
+    #: The object's ``(namespace, name)``: a watcher that drops every object but some keys skips the others
+    #: without decoding them.
+    key: Key
     #: The object as the cache held it before a MODIFIED (a watcher's selector is decided on both, as
     #: kube-apiserver's watch cache decides it); None for the other types.
     prev: Packed | None = None
@@ -41,8 +45,11 @@ class History:
         self._records.clear()
         self.horizon = rv
 
-    def after(self, rv: int, rv_text: str) -> list[tuple[str, Packed, Packed | None]]:
-        """The events after ``rv`` (type, object, previous object); 410 Gone when some are no longer kept."""
+    def after(self, rv: int, rv_text: str, keys: Callable[[Key], bool] | None = None,
+              ) -> list[tuple[str, Packed, Packed | None]]:
+        """The events after ``rv`` (type, object, previous object), of the objects ``keys`` accepts (None: all);
+        410 Gone when some are no longer kept."""
         if rv < self.horizon:
             raise errors.gone(f"too old resource version: {rv_text} ({self.horizon})")
-        return [(r.type, r.obj, r.prev) for r in self._records if r.rv > rv]
+        return [(r.type, r.obj, r.prev) for r in self._records
+                if r.rv > rv and (keys is None or keys(r.key))]

@@ -38,15 +38,15 @@ def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last
             continue
         if not last < entry.rv <= list_rv:
             raise Reset(f"object {key} changed at resourceVersion {entry.rv}, outside ({last}, {list_rv}]")
-        changes.append(Record(entry.rv, ADDED, entry.packed) if old is None
-                       else Record(entry.rv, MODIFIED, entry.packed, old.packed))
+        changes.append(Record(entry.rv, ADDED, entry.packed, key) if old is None
+                       else Record(entry.rv, MODIFIED, entry.packed, key, old.packed))
     gone = sorted(key for key in cached if key not in fresh)
     if gone:
         free = _free_revisions(len(gone), {rec.rv for rec in changes}, last, list_rv)
         for key, rv in zip(gone, free, strict=True):
             tomb = packer.unpack(cached[key].packed)
             tomb.setdefault("metadata", {})["resourceVersion"] = str(rv)
-            changes.append(Record(rv, DELETED, packer.pack(tomb)))
+            changes.append(Record(rv, DELETED, packer.pack(tomb), key))
     changes.sort(key=lambda rec: rec.rv)
     return changes
 
