@@ -13,6 +13,7 @@ import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 from kubernetes_asyncio import client as kclient
@@ -21,7 +22,7 @@ from localcluster.cluster import free_port
 from shared.api.errors import ApiError
 from shared.client import latency
 from shared.client.events import EventRecorder
-from shared.client.informer import Informer, Tuning, without_managed_fields
+from shared.client.informer import Informer, Tuning, keeping_spec, without_managed_fields
 from shared.client.kube import GVR, ObjectClient, api_client, paging
 
 pytestmark = pytest.mark.integration
@@ -179,6 +180,19 @@ async def _created(oc: ObjectClient, stem: str, count: int, run: str) -> AsyncIt
             await _cleanup(oc, name)
 
 
+async def _cached(informer: Informer) -> dict[str, dict[str, Any]]:
+    """What ``informer`` holds once synced, by name, decoded; the informer is stopped after."""
+    informer.start()
+    try:
+        async with asyncio.timeout(10):
+            await informer.wait_synced()
+        answer = await informer.entries("0")
+        assert answer is not None
+        return {entry.key[1]: informer.unpack(entry.packed) for entry in answer[0]}
+    finally:
+        await informer.stop()
+
+
 async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_object(
         api: kclient.ApiClient, run: str) -> None:
     """``keep`` sees every item once, as its page arrives (7 objects, pages of 3: three pages), with the cyclic
@@ -203,18 +217,37 @@ async def test_a_paged_list_is_kept_page_by_page_and_the_cache_holds_every_objec
         assert collecting == {False} and gc.isenabled()
         informer = Informer(oc, label_selector=selector, transform=without_managed_fields,
                             tuning=Tuning(page_size=3, watch_timeout=30))
-        informer.start()
-        try:
-            async with asyncio.timeout(10):
-                await informer.wait_synced()
-            answer = await informer.entries("0")
-            assert answer is not None
-            cached = {entry.key[1]: informer.unpack(entry.packed) for entry in answer[0]}
-            assert sorted(cached) == sorted(names)
-            assert all("managedFields" not in obj["metadata"] and obj["kind"] == "Terraform"
-                       for obj in cached.values())
-        finally:
-            await informer.stop()
+        cached = await _cached(informer)
+        assert sorted(cached) == sorted(names)
+        assert all("managedFields" not in obj["metadata"] and obj["kind"] == "Terraform" for obj in cached.values())
+
+
+async def test_a_cache_keeps_each_listed_item_undecoded_as_it_would_keep_the_decoded_one(
+        api: kclient.ApiClient, run: str) -> None:
+    """The informer's list path hands its shape each item with its fields still encoded (``raw_items``); what it
+    keeps of kube-apiserver's own pages (Go's escapes, managedFields, a spec of several fields) is what the same
+    shape keeps of the decoded objects."""
+    oc = ObjectClient(api, TERRAFORMS, field_manager="kube-shared-test")
+    async with _created(oc, f"kube-shared-raw-{run}", 5, run) as (names, selector):
+        for name in names:
+            await oc.patch_merge(NS, name, {"metadata": {"annotations": {"note": f"<{name}> & é"}}})
+        seen: list[Any] = []
+        await oc.list_all(NS, selector, page_size=2, raw_items=True,
+                          keep=lambda item, _page: seen.append(item) or item)
+        assert len(seen) == 5 and all(isinstance(v, msgspec.Raw) for item in seen for v in item.values())
+        assert all(b"\\u003c" in bytes(item["metadata"]) for item in seen)  # as kube-apiserver escapes it
+        shape = keeping_spec(("interval", "path"))
+        encoded = Informer(oc, label_selector=selector, transform=shape, tuning=Tuning(page_size=2, watch_timeout=30))
+        decoded = Informer(oc, label_selector=selector, transform=lambda obj: shape(obj),
+                           tuning=Tuning(page_size=2, watch_timeout=30))
+        kept = [await _cached(encoded), await _cached(decoded)]
+        assert sorted(kept[0]) == sorted(names)
+        assert kept[0] == kept[1]
+        whole = await oc.get(NS, names[0])
+        assert whole["metadata"]["managedFields"] and len(whole["spec"]) > 2
+        one = kept[0][names[0]]
+        assert "managedFields" not in one["metadata"] and sorted(one["spec"]) == ["interval", "path"]
+        assert one["metadata"]["annotations"]["note"] == f"<{names[0]}> & é"
 
 
 async def test_the_next_page_is_asked_for_before_this_page_is_decoded(api: kclient.ApiClient, run: str) -> None:

@@ -32,7 +32,8 @@ from typing import Any, TypeVar
 from shared.api import errors
 from shared.bodies import JSON
 from shared.client.fence import ReadFence
-from shared.client.kube import ObjectClient
+from shared.client.kube import ObjectClient, rawlist
+from shared.client.kube.rawlist import RawObject
 
 from .consistency import ConsistentReads
 from .fanout import BOOKMARK, Fanout, Subscription
@@ -42,7 +43,7 @@ from .reflector import ListFn, Reflector, WatchFn
 from .relist import ADDED, DELETED, MODIFIED, Reset, relist_changes
 from .source import ProbeFn, Source, kube_source
 from .store import Cached, Entry, Lookup, Store
-from .transforms import Transform
+from .transforms import CacheShape, Transform
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +116,12 @@ class Informer:
             if client is None:
                 raise ValueError("Informer needs an ObjectClient or both list_fn and watch_fn")
             # Each listed item is cached (transformed and packed) as its page arrives: a start with 50 000
-            # objects then holds one page of whole objects at a time, not all of them.
+            # objects then holds one page of whole objects at a time, not all of them.  A shape that can
+            # work on encoded fields (or none) has the items arrive so, and decodes only what it reads.
+            encoded = transform is None or isinstance(transform, CacheShape)
             source = kube_source(client, namespace, label_selector, page_size=tuning.page_size,
-                                 watch_timeout=tuning.watch_timeout, keep=self._listed)
+                                 watch_timeout=tuning.watch_timeout,
+                                 keep=self._listed_encoded if encoded else self._listed, raw_items=encoded)
             self._keeps_listed = list_fn is None
             source = Source(list_fn or source.list_fn, watch_fn or source.watch_fn, probe_fn or source.probe_fn)
         self.name = name or (client.gvr.plural if client else "informer")
@@ -384,6 +388,23 @@ class Informer:
         self._list_meta = {"kind": page.get("kind"), "apiVersion": page.get("apiVersion")}
         return self._entry_of(item)
 
+    def _listed_encoded(self, item: RawObject, page: JSON) -> tuple[Key, Entry | None]:
+        """:meth:`_listed` of an item whose fields are still encoded: only its metadata is decoded."""
+        self._list_meta = {"kind": page.get("kind"), "apiVersion": page.get("apiVersion")}
+        meta = rawlist.fields(item.get("metadata"))
+        key = (rawlist.text(meta.get("namespace")), rawlist.text(meta.get("name")))
+        if key == self._fence_key:
+            return key, None
+        for field, value in self._missing_type(item).items():
+            item[field] = rawlist.encoded(value)
+        shape = self._transform
+        encoded = shape.encoded(item, meta) if isinstance(shape, CacheShape) else rawlist.encode(item)
+        try:
+            rv = parse_rv(rawlist.text(meta.get("resourceVersion")))
+        except ValueError:
+            rv = 0
+        return key, Entry(rv, self._packer.pack_encoded(encoded))
+
     def _entry_of(self, item: JSON) -> tuple[Key, Entry | None]:
         """(key, entry) of one listed item; no entry for the read fence, which is never kept."""
         key = key_of(item)
@@ -401,9 +422,14 @@ class Informer:
         self._store.advance(text, list_rv)
 
     def _fill_type(self, item: JSON) -> None:
-        # Items of built-in kinds come without apiVersion/kind; the list carries them.
+        item.update(self._missing_type(item))
+
+    def _missing_type(self, item: JSON | RawObject) -> dict[str, str]:
+        """Items of built-in kinds come without apiVersion/kind; the list carries them."""
+        missing: dict[str, str] = {}
         kind = str(self._list_meta.get("kind") or "")
         if "kind" not in item and kind.endswith("List"):
-            item["kind"] = kind[: -len("List")]
+            missing["kind"] = kind[: -len("List")]
         if "apiVersion" not in item and self._list_meta.get("apiVersion"):
-            item["apiVersion"] = self._list_meta["apiVersion"]
+            missing["apiVersion"] = str(self._list_meta["apiVersion"])
+        return missing

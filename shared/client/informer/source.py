@@ -22,12 +22,15 @@ class Source(NamedTuple):
 
 
 def kube_source(client: ObjectClient, namespace: str | None, label_selector: str, *,
-                page_size: int, watch_timeout: int, keep: Callable[[JSON, JSON], Any] | None = None) -> Source:
+                page_size: int, watch_timeout: int, keep: Callable[[Any, JSON], Any] | None = None,
+                raw_items: bool = False) -> Source:
     """One resource of kube-apiserver (one namespace and label selector, if given); ``keep`` turns each
-    listed item into what the list holds, page by page (see :meth:`ObjectClient.list_all`)."""
+    listed item into what the list holds, page by page, the item's fields still encoded with ``raw_items``
+    (see :meth:`ObjectClient.list_all`)."""
 
     async def list_all() -> JSON:
-        return await client.list_all(namespace, label_selector, page_size=page_size, keep=keep)
+        return await client.list_all(namespace, label_selector, page_size=page_size, keep=keep,
+                                     raw_items=raw_items)
 
     def watch(rv: str) -> AsyncIterator[JSON]:
         return client.watch(namespace, label_selector, rv, timeout_seconds=watch_timeout, allow_bookmarks=True)

@@ -13,7 +13,7 @@ from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON, collector_paused
 
-from . import paging
+from . import paging, rawlist
 from .resources import GVR
 from .transport import (
     DEFAULT_TIMEOUT,
@@ -108,7 +108,7 @@ class ObjectClient:
 
     async def list_all(
         self, namespace: str | None = None, label_selector: str = "", page_size: int = 500,
-        keep: Callable[[JSON, JSON], Any] | None = None,
+        keep: Callable[[JSON, JSON], Any] | None = None, raw_items: bool = False,
     ) -> JSON:
         """Every item, following ``continue`` tokens, as one list at one resourceVersion.
 
@@ -117,7 +117,8 @@ class ObjectClient:
         ``keep(item, page)``, when given, turns each item into what the list holds as its page
         arrives: a caller that keeps less than whole objects (a cache) then never holds every
         object decoded at once, only one page of them.  The next page is asked for before this
-        one is decoded (:mod:`.paging`).
+        one is decoded (:mod:`.paging`).  With ``raw_items``, each item reaches ``keep`` with its top-level
+        fields still encoded (:mod:`.rawlist`), for a caller that keeps it encoded.
         """
         for _attempt in range(3):
             items: list[Any] = []
@@ -133,7 +134,8 @@ class ObjectClient:
                         # before that suspends, so the request is out before the decode below holds the loop.
                         await asyncio.sleep(0)
                     with collector_paused():
-                        page = decode_answer(raw, "GET", self.gvr.path(namespace))
+                        page = (rawlist.decode_page if raw_items else decode_answer)(raw, "GET",
+                                                                                     self.gvr.path(namespace))
                         got = page.pop("items", None) or []
                         items.extend(got if keep is None else [keep(item, page) for item in got])
                         # Gone before the collector runs again, which would otherwise walk every decoded item.
