@@ -196,6 +196,28 @@ async def test_subscribe_without_rv_gets_current_state_then_live() -> None:
         await inf.stop()
 
 
+async def test_a_cache_not_listed_yet_is_unavailable_until_its_first_list() -> None:
+    """A watch served before the first list would be a silent stream: 503, as kube-apiserver answers while its own
+    watch cache initializes, and the cache serves once the list came."""
+    kube = FakeKube()
+    kube.put("a", "1")
+    kube.down = True
+    inf = Informer(list_fn=kube.list_fn, watch_fn=kube.watch_fn, name="things",
+                   tuning=Tuning(backoff_initial=0.01, backoff_max=0.05))
+    inf.start()
+    try:
+        with pytest.raises(ApiError) as caught:
+            await inf.require_synced(0.05)
+        assert caught.value.code == 503
+        assert caught.value.message == ("the things watch cache is initializing: its first list from kube-apiserver "
+                                         "has not completed")
+        kube.down = False
+        await inf.require_synced(2)
+        assert inf.synced
+    finally:
+        await inf.stop()
+
+
 async def test_a_watcher_is_handed_only_the_keys_it_accepts() -> None:
     """Of the current state, of the live events and of a resumed watch's history (``replay_keys``)."""
     kube = FakeKube()

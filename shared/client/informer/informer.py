@@ -190,7 +190,7 @@ class Informer:
                 await self.wait_synced()
         except TimeoutError:
             raise errors.unavailable(
-                f"the {self.name} watch cache is initializing: kube-apiserver is not reachable yet"
+                f"the {self.name} watch cache is initializing: its first list from kube-apiserver has not completed"
             ) from None
 
     @property
