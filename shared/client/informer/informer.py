@@ -38,7 +38,7 @@ from shared.client.kube.rawlist import RawObject
 from .consistency import ConsistentReads
 from .fanout import BOOKMARK, Fanout, Subscription
 from .history import History, Record
-from .packing import Key, Packed, Packer, key_of, parse_rv, rv_or_zero, rv_text
+from .packing import Key, Packed, Packer, key_of, parse_rv, parsed_rv_or_zero, rv_or_zero, rv_text
 from .reflector import ListFn, Reflector, WatchFn
 from .relist import ADDED, DELETED, MODIFIED, Reset, relist_changes
 from .source import ProbeFn, Source, kube_source
@@ -399,10 +399,7 @@ class Informer:
             item[field] = rawlist.encoded(value)
         shape = self._transform
         encoded = shape.encoded(item, meta) if isinstance(shape, CacheShape) else rawlist.encode(item)
-        try:
-            rv = parse_rv(rawlist.text(meta.get("resourceVersion")))
-        except ValueError:
-            rv = 0
+        rv = parsed_rv_or_zero(rawlist.text(meta.get("resourceVersion")))
         return key, Entry(rv, self._packer.pack_encoded(encoded))
 
     def _entry_of(self, item: JSON) -> tuple[Key, Entry | None]:

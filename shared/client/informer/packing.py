@@ -101,7 +101,12 @@ def parse_rv(rv: str) -> int:
 
 def rv_or_zero(obj: JSON) -> int:
     """An object's revision for ordering; 0 when it has none a list could be ordered by."""
+    return parsed_rv_or_zero(rv_text(obj))
+
+
+def parsed_rv_or_zero(rv: str) -> int:
+    """:func:`parse_rv`, or 0 when ``rv`` is no revision a list could be ordered by."""
     try:
-        return parse_rv(rv_text(obj))
+        return parse_rv(rv)
     except ValueError:
         return 0
