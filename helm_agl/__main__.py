@@ -11,6 +11,12 @@ DESCRIPTION = ("Serve apps.cozystack.io kinds from ApplicationDefinitions, backe
 def main(argv: list[str] | None = None) -> None:
     # First, before anything imports kubernetes_asyncio (the runtime, the app and kopf do): see shared.lazy_imports.
     lazy_imports.install()
+    # Next, the lists its kinds will need, sent while the rest is imported (see shared.client.early).
+    from shared.client import early
+
+    from .names import DEFINITIONS_PATH, lists_ahead
+
+    ahead = early.start(argv, DEFINITIONS_PATH, lists_ahead)
     from shared.service import memory
 
     with memory.imported_frozen():
@@ -18,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
 
         from .app import COMPONENT, wiring
 
-    runtime.main(DESCRIPTION, COMPONENT, wiring, argv=argv)
+    runtime.main(DESCRIPTION, COMPONENT, wiring, argv=argv, listed_ahead=ahead)
 
 
 if __name__ == "__main__":

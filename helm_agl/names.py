@@ -8,7 +8,7 @@ or a name rule cannot drift between the request path and the rollout path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared.client.fence import FENCE_LABEL
@@ -42,6 +42,11 @@ HR_KIND = "HelmRelease"
 HR_API_VERSION = f"{HR_GROUP}/{HR_VERSION}"
 #: (group, version, plural) of the backing resource, for kube clients.
 HR_GVR = (HR_GROUP, HR_VERSION, HR_PLURAL)
+#: The list path of every backing object (all namespaces).
+BACKING_PATH = f"/apis/{HR_GROUP}/{HR_VERSION}/{HR_PLURAL}"
+#: (group, version, plural) of the definitions this service serves kinds from, and their list path.
+DEFINITIONS_GVR = ("cozystack.io", "v1alpha1", "applicationdefinitions")
+DEFINITIONS_PATH = "/apis/{}/{}/{}".format(*DEFINITIONS_GVR)
 
 #: Helm release names are at most 53 characters, so the Application name gets what the prefix leaves.
 MAX_RELEASE_NAME = 53
@@ -67,7 +72,20 @@ def backing_selector(defn: HelmDefinitionView, group: str) -> str:
 
 def watched_selector(defn: HelmDefinitionView, group: str) -> str:
     """What the kind's informer watches: its HelmReleases and its read fence (:mod:`shared.client.fence`)."""
-    return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
+    return kind_selector(defn.kind, group)
+
+
+def kind_selector(kind: str, group: str) -> str:
+    """:func:`watched_selector` of a kind known only by name (a definition not yet read into its model)."""
+    return f"{KIND_LABEL}={kind},{GROUP_LABEL}={group}"
+
+
+def lists_ahead(definitions: Sequence[Mapping[str, Any]], flags: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """The first list of each kind's informer, from the definitions as kube-apiserver sent them: what the entry
+    point lists while the service imports itself (:mod:`shared.client.early`)."""
+    group = GROUP
+    kinds = (((item.get("spec") or {}).get("application") or {}).get("kind") for item in definitions)
+    return [(BACKING_PATH, kind_selector(kind, group)) for kind in kinds if isinstance(kind, str) and kind]
 
 
 def fence_name(defn: HelmDefinitionView) -> str:

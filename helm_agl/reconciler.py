@@ -35,7 +35,7 @@ from shared.service.definitions import list_definitions_while
 from shared.service.kindroles import KindRoles
 
 from .definition import ApplicationDefinition
-from .names import backing_selector
+from .names import DEFINITIONS_GVR, backing_selector
 from .registry import KindRegistry
 from .rollout import rollout_key, rollout_patch
 
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFINITIONS = GVR("cozystack.io", "v1alpha1", "applicationdefinitions")
+DEFINITIONS = GVR(*DEFINITIONS_GVR)
 #: HelmRelease writes in flight at once during a rollout.
 ROLLOUT_CONCURRENCY = 8
 #: Attempts per HelmRelease when a concurrent writer makes the patch conflict.

@@ -8,7 +8,7 @@ name rule cannot drift between the request path and the rollout path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared.client.fence import FENCE_LABEL
@@ -41,6 +41,11 @@ TF_VERSION = "v1alpha2"
 TF_PLURAL = "terraforms"
 TF_KIND = "Terraform"
 TF_API_VERSION = f"{TF_GROUP}/{TF_VERSION}"
+#: The list path of every backing object (all namespaces).
+BACKING_PATH = f"/apis/{TF_GROUP}/{TF_VERSION}/{TF_PLURAL}"
+#: (group, version, plural) of the definitions this service serves kinds from, and their list path.
+DEFINITIONS_GVR = ("cozystack.io", "v1alpha1", "tofuapplicationdefinitions")
+DEFINITIONS_PATH = "/apis/{}/{}/{}".format(*DEFINITIONS_GVR)
 
 #: tofu-controller's "approve every plan" value of ``spec.approvePlan`` (and the definition's mode).
 AUTO = "auto"
@@ -74,7 +79,20 @@ def backing_selector(defn: TofuDefinitionView, group: str) -> str:
 
 def watched_selector(defn: TofuDefinitionView, group: str) -> str:
     """What the kind's informer watches: its Terraforms and its read fence (:mod:`shared.client.fence`)."""
-    return f"{KIND_LABEL}={defn.kind},{GROUP_LABEL}={group}"
+    return kind_selector(defn.kind, group)
+
+
+def kind_selector(kind: str, group: str) -> str:
+    """:func:`watched_selector` of a kind known only by name (a definition not yet read into its model)."""
+    return f"{KIND_LABEL}={kind},{GROUP_LABEL}={group}"
+
+
+def lists_ahead(definitions: Sequence[Mapping[str, Any]], flags: Mapping[str, str | None]) -> list[tuple[str, str]]:
+    """The first list of each kind's informer, from the definitions as kube-apiserver sent them: what the entry
+    point lists while the service imports itself (:mod:`shared.client.early`)."""
+    group = flags.get("group") or DEFAULT_GROUP
+    kinds = (((item.get("spec") or {}).get("application") or {}).get("kind") for item in definitions)
+    return [(BACKING_PATH, kind_selector(kind, group)) for kind in kinds if isinstance(kind, str) and kind]
 
 
 def fence_name(defn: TofuDefinitionView) -> str:

@@ -39,7 +39,7 @@ from shared.service.definitions import list_definitions_while
 from shared.service.kindroles import KindRoles
 
 from .definition import TofuApplicationDefinition
-from .names import backing_selector
+from .names import DEFINITIONS_GVR, backing_selector
 from .registry import KindRegistry
 from .rollout import not_rolled_out, rollout_key, rollout_patch
 
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFINITIONS = GVR("cozystack.io", "v1alpha1", "tofuapplicationdefinitions")
+DEFINITIONS = GVR(*DEFINITIONS_GVR)
 #: Terraform writes in flight at once during a rollout.
 ROLLOUT_CONCURRENCY = 8
 #: Attempts per Terraform when a concurrent writer makes the patch conflict.

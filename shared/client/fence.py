@@ -19,10 +19,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from shared.api.errors import ApiError
 from shared.bodies import JSON
-from shared.client.kube import ObjectClient
+
+if TYPE_CHECKING:  # kept out at run time: the service's names import the fence's label before the client loads
+    from shared.client.kube import ObjectClient
 
 log = logging.getLogger(__name__)
 

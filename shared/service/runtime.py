@@ -23,7 +23,7 @@ import uvloop
 from kubernetes_asyncio import client as kclient
 
 from shared.api.errors import ApiError
-from shared.client import credentials, latency, leader
+from shared.client import credentials, early, latency, leader
 from shared.client.events import EventRecorder
 from shared.client.kube import GVR, ObjectClient, client_for
 from shared.security import authn, authz, dynamic, tls, tokens
@@ -257,8 +257,9 @@ Build = Callable[[Context], Awaitable[Wiring]]
 
 def main(description: str, component: str, wiring: Callable[[argparse.Namespace], Build],
          extra_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
-         argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse flags, set up JSON logging and run the service; returns the parsed flags."""
+         argv: list[str] | None = None, listed_ahead: early.Lister | None = None) -> argparse.Namespace:
+    """Parse flags, set up JSON logging and run the service; returns the parsed flags.  ``listed_ahead``: the
+    entry point's lister (:mod:`shared.client.early`), whose outcome is logged."""
     parser = argparse.ArgumentParser(prog=f"python -m {component.replace('-', '_')}", description=description)
     common_arguments(parser)
     if extra_arguments is not None:
@@ -266,6 +267,8 @@ def main(description: str, component: str, wiring: Callable[[argparse.Namespace]
     args = parser.parse_args(argv)
     setup_logging(args.log_level.upper())
     log_every_request(args.log_requests)
+    if listed_ahead is not None:
+        listed_ahead.report()
     if memory.pin_mmap_threshold():
         log.info("large blocks are mmapped, and leave the process when freed",
                  extra={"mmap_threshold_bytes": memory.MMAP_THRESHOLD})

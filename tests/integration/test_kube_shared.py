@@ -20,10 +20,10 @@ from kubernetes_asyncio import client as kclient
 from localcluster.cluster import free_port
 
 from shared.api.errors import ApiError
-from shared.client import latency
+from shared.client import latency, paging
 from shared.client.events import EventRecorder
 from shared.client.informer import Informer, Tuning, keeping_spec, without_managed_fields
-from shared.client.kube import GVR, ObjectClient, api_client, paging
+from shared.client.kube import GVR, ObjectClient, api_client
 
 pytestmark = pytest.mark.integration
 

@@ -33,6 +33,7 @@ from shared.client import credentials, kube
 from tests.kube import kubectl, load_fixture, wait_for
 
 GROUP, VERSION = "apps.cozystack.io", "v1alpha1"
+GROUP_LABEL = "apps.cozystack.io/application.group"
 NAMESPACE = "agl-login"
 ACCOUNT = "agl-login"
 
@@ -105,7 +106,7 @@ def get(cluster: Cluster, port: int, path: str) -> tuple[int, Any]:
 
 @pytest.fixture(params=["tokenFile", "exec"])
 def service(request: pytest.FixtureRequest, control_plane: Cluster, token: str,
-            tmp_path: Path) -> Iterator[tuple[int, Path]]:
+            tmp_path: Path) -> Iterator[tuple[int, Path, str]]:
     config = write_kubeconfig(control_plane, tmp_path, request.param, token)
     port = free_port()
     log = tmp_path / "helm-agl.log"
@@ -115,13 +116,19 @@ def service(request: pytest.FixtureRequest, control_plane: Cluster, token: str,
                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
-        yield port, log
+        yield port, log, request.param
     finally:
         processes.terminate(proc.pid, grace=10)
 
 
-def test_reconciler_logs_in_with_the_kubeconfig(control_plane: Cluster, service: tuple[int, Path]) -> None:
-    port, log = service
+def records(log: Path) -> list[dict[str, Any]]:
+    """The service's JSON log records (anything else it printed is left out)."""
+    lines = log.read_text(errors="replace").splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def test_reconciler_logs_in_with_the_kubeconfig(control_plane: Cluster, service: tuple[int, Path, str]) -> None:
+    port, log, kind = service
 
     def serves_redises() -> bool:
         code, body = get(control_plane, port, f"/apis/{GROUP}/{VERSION}")
@@ -133,6 +140,14 @@ def test_reconciler_logs_in_with_the_kubeconfig(control_plane: Cluster, service:
     # The service's own client, with the same credentials: a list it answers from kube-apiserver.
     code, body = get(control_plane, port, f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/redises")
     assert code == 200 and body["kind"] == "RedisList", body
+    # The kind's first list was sent during the start, with the same login, unless only the client can make it.
+    said = [r for r in records(log) if r["logger"].startswith("shared.client.early")]
+    handed = [r for r in said if r["msg"] == "first list answered with the pages listed during start-up"
+              and r["labelSelector"] == f"apps.cozystack.io/application.kind=Redis,{GROUP_LABEL}={GROUP}"]
+    if kind == "exec":
+        assert {r["msg"] for r in said} == {"not listing ahead: the kubeconfig uses exec"}, said
+    else:
+        assert len(handed) == 1 and handed[0]["pages"] >= 1, said
 
 
 def test_the_client_reads_no_netrc_per_request(control_plane: Cluster, helm_service: services.Running, token: str,

@@ -1,4 +1,4 @@
-"""A list page's continue token read from its tail (:mod:`shared.client.kube.paging`), without a cluster.
+"""A list page's continue token read from its tail (:mod:`shared.client.paging`), without a cluster.
 
 The integration tier reads real pages of kube-apiserver; these pin what the tail reader must refuse, where a
 wrong token would silently skip or repeat objects.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from shared.client.kube.paging import UNKNOWN, continue_token
+from shared.client.paging import UNKNOWN, continue_token
 
 
 def page(meta: dict[str, object], items: list[object] | None = None) -> bytes:

@@ -13,7 +13,8 @@ from shared.api import errors
 from shared.api.errors import ApiError
 from shared.bodies import JSON, collector_paused
 
-from . import paging, rawlist
+from .. import early, paging
+from . import rawlist
 from .resources import GVR
 from .transport import (
     DEFAULT_TIMEOUT,
@@ -46,11 +47,13 @@ class ObjectClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         field_manager: str | None = None,
+        listed_ahead: early.Pages = early.PAGES,
     ) -> None:
         self.api = api
         self.gvr = gvr
         self.timeout = timeout
         self.field_manager = field_manager
+        self.listed_ahead = listed_ahead
 
     async def _call(
         self,
@@ -162,7 +165,10 @@ class ObjectClient:
         raise errors.unavailable(f"could not list {self.gvr.plural}: the list kept changing")
 
     async def _page(self, namespace: str | None, label_selector: str, limit: int, token: str | None) -> bytes:
-        """One page of a paged list, undecoded."""
+        """One page of a paged list, undecoded: listed ahead during the start (:mod:`shared.client.early`), or now."""
+        ahead = await self.listed_ahead.take(self.gvr.path(namespace), label_selector, token)
+        if ahead is not None:
+            return ahead
         query = [("labelSelector", label_selector)] if label_selector else []
         query.append(("limit", str(limit)))
         if token:
