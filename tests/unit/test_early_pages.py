@@ -152,3 +152,13 @@ async def test_a_reader_never_waits_on_a_stream_it_dropped(state: str) -> None:
         pages.begin(KEY)
     assert await pages.take(*KEY, "t5") is None
     assert await asyncio.wait_for(pages.take(*KEY, None), 1) is None
+
+
+async def test_a_reader_stops_waiting_for_a_lister_that_makes_no_progress() -> None:
+    pages = Pages(stall=0.2)
+    pages.plan([KEY])
+    pages.begin(KEY)
+    started = time.monotonic()
+    assert await pages.take(*KEY, None) is None  # nothing came within the stall: the reader asks kube-apiserver
+    assert 0.15 <= time.monotonic() - started < 2
+    assert not pages.put(KEY, None, b"too late", None)  # and the lister stops listing it

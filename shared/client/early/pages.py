@@ -94,6 +94,7 @@ class Pages:
                 return False
             stream.pages[token] = (raw, next_token)
             stream.held += len(raw)
+            stream.active = time.monotonic()
             self._cond.notify_all()
             return True
 
@@ -151,7 +152,11 @@ class Pages:
                 if not wait:
                     return None, True
                 while token not in stream.pages and stream.state == LISTING:
-                    self._cond.wait()
+                    left = stream.active + self.stall - time.monotonic()
+                    if left <= 0:  # the lister is stuck on kube-apiserver: ask it directly instead
+                        stream.drop()
+                        break
+                    self._cond.wait(left)
             entry = stream.pages.pop(token, None)
             if entry is None:  # the lister ended without it
                 stream.drop()
