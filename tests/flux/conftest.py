@@ -18,7 +18,7 @@ import pytest
 from localcluster import flux
 from localcluster.cluster import Cluster
 
-from tests.kube import Api
+from tests.kube import Api, wait_for
 
 TERRAFORMS_GVR = ("infra.contrib.fluxcd.io", "v1alpha2", "terraforms")
 HELMRELEASES_GVR = ("helm.toolkit.fluxcd.io", "v2", "helmreleases")
@@ -39,8 +39,9 @@ def suspend_earlier(cluster: Cluster) -> None:
     api = Api(cluster)
     paths: list[str] = []
     for group, version, plural in (TERRAFORMS_GVR, HELMRELEASES_GVR):
-        status, listing = api.request("GET", f"/apis/{group}/{version}/{plural}")
-        assert status == 200, listing
+        # A CRD installed moments ago answers 429 while its storage initializes (a module run on a new cluster).
+        listing = wait_for(lambda path=f"/apis/{group}/{version}/{plural}": (answer := api.request("GET", path))[0]
+                           == 200 and answer[1], f"the list of {plural}", timeout=60)
         paths.extend(f"/apis/{group}/{version}/namespaces/{item['metadata']['namespace']}/{plural}/"
                      f"{item['metadata']['name']}" for item in listing["items"]
                      if not (item.get("spec") or {}).get("suspend"))

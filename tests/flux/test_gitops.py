@@ -262,7 +262,7 @@ def test_a_failed_install_fails_the_health_check(gitops: Repository) -> None:
     """The sample chart refuses ``replicas: 10``: the Application is not healthy, so the Kustomization's health
     check fails and names it, while the Application carries helm-controller's message."""
     cluster = gitops.cluster
-    start(gitops, "failing", redis("refused", replicas=10), wait=True, timeout="40s")
+    start(gitops, "failing", redis("refused", replicas=10), wait=True, timeout="20s")
     ks = applied(cluster, "gitops-failing", gitops.revision)
     ready = condition(ks)
     assert (ready["status"], ready["reason"]) == ("False", "HealthCheckFailed"), shown(ks)
@@ -272,8 +272,9 @@ def test_a_failed_install_fails_the_health_check(gitops: Repository) -> None:
     # InProgress (Reconciling True) until the health check's timeout.
     verdict = re.search(rf"Redis/{NS}/refused status: '(\w+)'", ready["message"])
     assert verdict is not None and verdict.group(1) == "InProgress", ready["message"]
-    message = condition(get_json(cluster, "redises", "refused", "-n", NS)).get("message", "")
-    assert "replicas: 10 is more than this chart supports (9)" in message, message
+    refused = "replicas: 10 is more than this chart supports (9)"
+    wait_for(lambda: refused in condition(get_json(cluster, "redises", "refused", "-n", NS)).get("message", ""),
+             "helm-controller's message on the Application", timeout=SLOW, interval=1)
 
 
 def test_removing_an_application_from_git_prunes_it_and_its_backing_object(gitops: Repository) -> None:
