@@ -80,13 +80,13 @@ class Lister:
         conn = login.connect(REQUEST_TIMEOUT)
         try:
             definitions: list[dict[str, Any]] = []
-            for raw, _ in _pages(conn, login, self._definitions, "", self.page_size):
+            for _, raw, _ in _pages(conn, login, self._definitions, "", self.page_size):
                 definitions.extend(json.loads(raw).get("items") or [])
             for key in self.pages.plan(self._plan(definitions, self._flags)):
                 if not self.pages.begin(key):
                     continue
                 try:
-                    for token, (raw, next_token) in _tokens(_pages(conn, login, *key, self.page_size)):
+                    for token, raw, next_token in _pages(conn, login, *key, self.page_size):
                         if not self.pages.put(key, token, raw, next_token):
                             break
                 finally:
@@ -96,8 +96,8 @@ class Lister:
 
 
 def _pages(conn: Any, login: logins.Login, path: str, label_selector: str,
-           page_size: int) -> Iterable[tuple[bytes, str | None]]:
-    """Each page of one list with the token of the next (None after the last)."""
+           page_size: int) -> Iterable[tuple[str | None, bytes, str | None]]:
+    """Each page of one list: the token that asked for it, the page, and the token of the next (None: the last)."""
     token: str | None = None
     while True:
         query = [("labelSelector", label_selector)] if label_selector else []
@@ -108,10 +108,11 @@ def _pages(conn: Any, login: logins.Login, path: str, label_selector: str,
         found = continue_token(raw)
         if found is UNKNOWN:
             found = (json.loads(raw).get("metadata") or {}).get("continue") or None
-        token = found if isinstance(found, str) else None
-        yield raw, token
-        if token is None:
+        next_token = found if isinstance(found, str) else None
+        yield token, raw, next_token
+        if next_token is None:
             return
+        token = next_token
 
 
 def _get(conn: Any, login: logins.Login, target: str) -> bytes:
@@ -128,14 +129,6 @@ def _get(conn: Any, login: logins.Login, target: str) -> bytes:
             break
         time.sleep(min(float(answer.getheader("Retry-After") or 1), RETRY_WAIT_MAX))
     raise RuntimeError(f"GET {target.partition('?')[0]} answered {answer.status}: {raw[:200]!r}")
-
-
-def _tokens(pages: Iterable[tuple[bytes, str | None]]) -> Iterable[tuple[str | None, tuple[bytes, str | None]]]:
-    """Each page keyed by the token that asked for it."""
-    asked: str | None = None
-    for raw, next_token in pages:
-        yield asked, (raw, next_token)
-        asked = next_token
 
 
 def start(argv: Sequence[str] | None, definitions: str, plan: Plan, flags: Sequence[str] = ()) -> Lister | None:
