@@ -702,13 +702,41 @@ def profiled(pid: int, out: Path | None) -> Iterator[None]:
 #: :mod:`tests.relay`, started and registered the way the services are.
 RELAY_SERVICE = services.Service("bench-relay", "tests.relay", relay_server.GROUP, relay_server.VERSION)
 
+#: The ServiceAccount (namespace, name) the services and the relay call kube-apiserver as, bound to cluster-admin.
+SERVICE_ACCOUNT = ("kube-system", "agl-bench-service")
+
+
+def service_identity(cluster: Cluster) -> tuple[str, ...]:
+    """The arguments that make a service (or the relay) call kube-apiserver with a ServiceAccount's token.
+
+    In a cluster the services call kube-apiserver with their ServiceAccount token (the chart's Deployment), and
+    kube-apiserver keeps a token's review for 10 s. The local control plane's default identity for them is the
+    admin's client certificate, whose chain kube-apiserver verifies again on every request: x509 authentication
+    keeps nothing, and during gets at saturation it was a quarter of kube-apiserver's CPU, two verifications per
+    get through the service against one per direct get (round 25 of the performance notes). The bench measures
+    the second hop as a pod pays for it: a token of a ServiceAccount bound to cluster-admin, made once per
+    cluster. The first hop (the bench's client) and the direct side keep the admin's certificate."""
+    path = cluster.dir / "bench-service-token.kubeconfig"
+    if not path.exists():
+        namespace, name = SERVICE_ACCOUNT
+        cluster.kubectl("create", "serviceaccount", name, "-n", namespace)
+        cluster.kubectl("create", "clusterrolebinding", name, "--clusterrole=cluster-admin",
+                        f"--serviceaccount={namespace}:{name}")
+        token = cluster.kubectl("create", "token", name, "-n", namespace, "--duration=12h").stdout.strip()
+        config = yaml.safe_load(cluster.kubeconfig.read_text())
+        config["users"] = [{"name": name, "user": {"token": token}}]
+        for context in config["contexts"]:
+            context["context"]["user"] = name
+        path.write_text(yaml.safe_dump(config))
+    return ("--kubeconfig", str(path))
+
 
 @contextmanager
 def relay(cluster: Cluster, stack: Stack) -> Iterator[int]:
     """Run :mod:`tests.relay` for ``stack``'s backing objects behind its own APIService; yields its pid."""
     running = services.start(cluster, RELAY_SERVICE, extra_args=(
-        "--client-ca-file", str(cluster.pki_dir / "front-proxy-ca.crt"), "--backing", stack.backing,
-        "--plural", stack.backing_plural, "--kind", "Relayed"))
+        *service_identity(cluster), "--client-ca-file", str(cluster.pki_dir / "front-proxy-ca.crt"),
+        "--backing", stack.backing, "--plural", stack.backing_plural, "--kind", "Relayed"))
     try:
         yield running.pid
     finally:
@@ -726,7 +754,7 @@ def hops(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str, Any
     the service, through :mod:`tests.relay` and directly.  Through the relay is the two extra hops alone;
     what the service costs above the relay is its own work."""
     stack, rounds = STACKS[name], args.rounds
-    service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
+    service = services.start(cluster, stack.service, extra_args=(*service_identity(cluster), *args.service_args))
     try:
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         bench = Bench(cluster, stack, service.pid, rounds)
@@ -783,7 +811,7 @@ def run_stack(cluster: Cluster, name: str, args: argparse.Namespace) -> dict[str
     stack = STACKS[name]
     spent: dict[str, float] = {}
     with phase("start", spent):
-        service = services.start(cluster, stack.service, extra_args=tuple(args.service_args))
+        service = services.start(cluster, stack.service, extra_args=(*service_identity(cluster), *args.service_args))
         cluster.kubectl("apply", "-f", str(SAMPLES / stack.definition))
         time.sleep(3)
     try:
