@@ -74,20 +74,23 @@ STATE_LOCATION = ("workspace", "backendConfig")
 
 
 def build(
-    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None
+    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
+    tf_vars: list[JSON] | None = None,
 ) -> JSON:
     """The Terraform that backs ``app`` in ``group``.
 
     With ``live`` (an update) the result is a full replacement for a PUT that keeps what belongs
     to the live object (see :func:`_keep_live`) and a still-valid approval.  Without ``live`` (a
-    create) no resourceVersion is set.
+    create) no resourceVersion is set.  ``tf_vars`` are the variables :func:`.validate.validate_application`
+    returned for ``app``; without them they are made here, from the spec with the schema's defaults.
     """
     meta = app.get("metadata") or {}
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "")
-    spec_in = app.get("spec")
-    defaulted = apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
-    tf_vars = marshal_vars(defn.schema, defn.terraform.variable_naming, defaulted)
+    if tf_vars is None:
+        spec_in = app.get("spec")
+        defaulted = apply_defaults(defn.schema, spec_in if isinstance(spec_in, dict) else {})
+        tf_vars = marshal_vars(defn.schema, defn.terraform.variable_naming, defaulted)
     user_annotations = _str_map(meta.get("annotations"))
 
     labels = definition_labels(defn.release_labels, reserved=IDENTITY_LABELS, user_prefix=LABEL_PREFIX)

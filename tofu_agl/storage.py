@@ -372,9 +372,9 @@ class ApplicationStorage:
                                              str((obj.get("metadata") or {}).get("name") or ""), obj, options)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         await require_approve_permission(ctx, self.info, namespace, app_in, None)
-        validate_application(self.definition, app_in, group=self.group, defaulted=defaulted)
+        tf_vars = validate_application(self.definition, app_in, group=self.group, defaulted=defaulted)
         name = app_in["metadata"]["name"]
-        tf = build(self.definition, app_in, group=self.group)
+        tf = build(self.definition, app_in, group=self.group, tf_vars=tf_vars)
         admitted = self._to_app(tf)
         await self._admit(AdmissionRequest.for_write("CREATE", self.info, ctx, namespace, name, options, admitted))
         try:
@@ -398,9 +398,9 @@ class ApplicationStorage:
         obj, defaulted = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
         await require_approve_permission(ctx, self.info, namespace, app_in, existing)
-        validate_application(self.definition, app_in, group=self.group, live=existing, defaulted=defaulted)
+        tf_vars = validate_application(self.definition, app_in, group=self.group, live=existing, defaulted=defaulted)
         approved = approved_plan(app_in, existing)
-        tf = build(self.definition, app_in, group=self.group, live=existing)
+        tf = build(self.definition, app_in, group=self.group, live=existing, tf_vars=tf_vars)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,
                                                      self._to_app(tf), old))
         if unchanged(tf, existing):

@@ -31,8 +31,10 @@ from .variables import marshal_vars, variable_name, variable_name_error
 def validate_application(
     defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
     defaulted: JSON | None = None,
-) -> None:
-    """Reject an Application that cannot become a valid Terraform, raising the matching ApiError.
+) -> list[JSON]:
+    """Reject an Application that cannot become a valid Terraform, raising the matching ApiError; return
+    the Terraform ``vars`` its spec becomes, which validation had to marshal anyway (:func:`.build.build`
+    takes them rather than defaulting and marshalling the same spec again).
 
     Order: top-level ``_`` keys (400), then metadata, the spec and the runner annotation together
     (422, one cause per field path; a spec that is not an object is one), then the approval (422).  With
@@ -81,6 +83,7 @@ def validate_application(
     if meta_causes or causes:
         raise errors.invalid(group, defn.kind, name, meta_causes + causes)
     approval.check_approval(defn, app, live, group=group, tf_vars=tf_vars)
+    return tf_vars
 
 
 def _stored_spec(defn: TofuDefinitionView, live: Mapping[str, Any], group: str) -> JSON | None:

@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from shared.api import errors
-from shared.api.fieldmanager import FieldManager, Updater, compare, field_set, from_fields_v1, merge, to_fields_v1
+from shared.api.fieldmanager import (
+    FieldManager,
+    Updater,
+    compare,
+    field_set,
+    from_fields_v1,
+    managed,
+    merge,
+    to_fields_v1,
+)
 from shared.api.fieldmanager.fieldpath import field, key_element, path_string, value_element
 from shared.api.fieldmanager.managed import decode, encode, manager_from_user_agent
 from shared.api.fieldmanager.typed import MISSING, remove_items
@@ -302,3 +311,20 @@ def test_kubectl_takes_over_what_client_side_apply_set_as_it_still_is(fm: FieldM
     with pytest.raises(errors.ApiError) as conflict:
         fm.apply(edited, obj({"replicas": 3, "size": "1Gi"}), "kubectl", False, T)
     assert '"kubectl-edit"' in conflict.value.message
+
+
+def test_the_time_of_a_write_is_the_current_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Formatted once per second, so a write in the next second must not get the last one's time."""
+    seconds = iter([1_700_000_000.1, 1_700_000_000.9, 1_700_000_001.0])
+    monkeypatch.setattr(managed.clock, "time", lambda: next(seconds))
+    assert managed.now() == "2023-11-14T22:13:20Z"
+    assert managed.now() == "2023-11-14T22:13:20Z"
+    assert managed.now() == "2023-11-14T22:13:21Z"
+
+
+def test_a_parsed_manager_identifier_is_a_copy_of_the_kept_one() -> None:
+    """Identifiers are parsed once and kept: what a caller changes in its copy must not reach the next one."""
+    ident = managed.identifier("alice", "Update", VERSION)
+    assert ident is managed.identifier("alice", "Update", VERSION)
+    managed._parse_identifier(ident)["manager"] = "mallory"
+    assert managed._parse_identifier(ident) == {"manager": "alice", "operation": "Update", "apiVersion": VERSION}

@@ -15,6 +15,7 @@ import yaml
 from tests.unit.tofu_samples import GROUP, Defn, app, defn, vars_of
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
+from tofu_agl.validate import validate_application
 
 
 def test_to_terraform_fields() -> None:
@@ -97,6 +98,20 @@ def test_vars_are_the_defaulted_spec() -> None:
         "subnets": [{"cidr_block": "a", "availability_zone": "eu-west-1a"}],
     }
     assert [v["name"] for v in tf["spec"]["vars"]] == sorted(vars_of(tf))
+
+
+@pytest.mark.parametrize("spec", [
+    {},
+    {"cidrBlock": "10.0.0.0/16", "subnets": [{"cidrBlock": "a"}]},
+    {"region": "us-east-1", "nodeCount": 5, "network": {"enableDns": False, "natGateway": {"perAz": True}}},
+])
+def test_the_variables_validation_returns_are_the_ones_build_makes(spec: dict[str, Any]) -> None:
+    """A write builds from the variables validation marshalled (storage passes them on): they must be exactly
+    the ones build would make from the same Application, defaults included."""
+    a = app(spec=spec)
+    validated = validate_application(Defn(), a, group=GROUP)
+    assert validated == build(Defn(), a, group=GROUP)["spec"]["vars"]
+    assert build(Defn(), a, group=GROUP, tf_vars=validated) == build(Defn(), a, group=GROUP)
 
 
 def test_approve_plan_is_what_approval_decides() -> None:

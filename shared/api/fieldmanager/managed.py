@@ -17,7 +17,9 @@ kube-apiserver answers.
 
 from __future__ import annotations
 
+import functools
 import json
+import time as clock
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,15 +92,27 @@ def manager_from_user_agent(user_agent: str) -> str:
     return user_agent.split("/", 1)[0]
 
 
+#: The last second :func:`now` formatted, and how.
+_formatted: tuple[int, str] = (-1, "")
+
+
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time of a write as managedFields record it.  kube's are whole seconds, so each second is formatted
+    once (``strftime`` was a seventh of the field management of a create, in a profile of the service)."""
+    global _formatted
+    second = int(clock.time())
+    if _formatted[0] != second:
+        _formatted = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _formatted[1]
 
 
 # ---------------------------------------------------------------------------------------- identities
 
 
+@functools.lru_cache(maxsize=1024)
 def identifier(manager: str, operation: str, api_version: str) -> str:
-    """kube's manager identifier: the entry without fields and time (and, for Apply, without version)."""
+    """kube's manager identifier: the entry without fields and time (and, for Apply, without version).
+    Kept per manager: a service sees few, and every write encodes and parses its own."""
     entry: JSON = {"manager": manager, "operation": operation}
     if operation != APPLY and api_version:
         entry["apiVersion"] = api_version
@@ -106,6 +120,11 @@ def identifier(manager: str, operation: str, api_version: str) -> str:
 
 
 def _parse_identifier(ident: str) -> JSON:
+    return dict(_parsed_identifier(ident))  # a copy: the kept one is shared
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_identifier(ident: str) -> JSON:
     parsed: JSON = json.loads(ident)
     return parsed
 
