@@ -81,7 +81,7 @@ def build(
 
     With ``live`` (an update) the result is a full replacement for a PUT that keeps what belongs
     to the live object (see :func:`_keep_live`) and a still-valid approval.  Without ``live`` (a
-    create) no resourceVersion is set.  ``tf_vars`` are the variables :func:`.validate.validate_application`
+    create) no resourceVersion is set.  ``tf_vars`` are the variables :func:`.validate.validated_variables`
     returned for ``app``; without them they are made here, from the spec with the schema's defaults.
     """
     meta = app.get("metadata") or {}

@@ -56,7 +56,7 @@ from .names import (
 from .project import SPEC_READ, awaiting_approval, pending_plan, table_cells, to_application
 from .rollout import PINNED_FIELDS, ROLLOUT_FIELDS
 from .secretvalues import Masking, SecretValues
-from .validate import validate_application
+from .validate import validated_variables
 
 log = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ class ApplicationStorage:
                                              str((obj.get("metadata") or {}).get("name") or ""), obj, options)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace}}
         await require_approve_permission(ctx, self.info, namespace, app_in, None)
-        tf_vars = validate_application(self.definition, app_in, group=self.group, defaulted=defaulted)
+        tf_vars = validated_variables(self.definition, app_in, group=self.group, defaulted=defaulted)
         name = app_in["metadata"]["name"]
         tf = build(self.definition, app_in, group=self.group, tf_vars=tf_vars)
         admitted = self._to_app(tf)
@@ -398,7 +398,7 @@ class ApplicationStorage:
         obj, defaulted = await self._mutated("UPDATE", ctx, namespace, name, obj, options, old)
         app_in = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": namespace, "name": name}}
         await require_approve_permission(ctx, self.info, namespace, app_in, existing)
-        tf_vars = validate_application(self.definition, app_in, group=self.group, live=existing, defaulted=defaulted)
+        tf_vars = validated_variables(self.definition, app_in, group=self.group, live=existing, defaulted=defaulted)
         approved = approved_plan(app_in, existing)
         tf = build(self.definition, app_in, group=self.group, live=existing, tf_vars=tf_vars)
         await self._admit(AdmissionRequest.for_write("UPDATE", self.info, ctx, namespace, name, options,

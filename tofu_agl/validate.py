@@ -31,9 +31,18 @@ from .variables import marshal_vars, variable_name, variable_name_error
 def validate_application(
     defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
     defaulted: JSON | None = None,
+) -> None:
+    """Reject an Application that cannot become a valid Terraform, raising the matching ApiError: the
+    ``validate`` of the Backend interface (docs/hybridpath), :func:`validated_variables` without its result."""
+    validated_variables(defn, app, group=group, live=live, defaulted=defaulted)
+
+
+def validated_variables(
+    defn: TofuDefinitionView, app: Mapping[str, Any], *, group: str, live: Mapping[str, Any] | None = None,
+    defaulted: JSON | None = None,
 ) -> list[JSON]:
     """Reject an Application that cannot become a valid Terraform, raising the matching ApiError; return
-    the Terraform ``vars`` its spec becomes, which validation had to marshal anyway (:func:`.build.build`
+    the Terraform ``vars`` its spec becomes, which validation has to marshal anyway (:func:`.build.build`
     takes them rather than defaulting and marshalling the same spec again).
 
     Order: top-level ``_`` keys (400), then metadata, the spec and the runner annotation together

@@ -15,7 +15,7 @@ import yaml
 from tests.unit.tofu_samples import GROUP, Defn, app, defn, vars_of
 from tofu_agl.build import build
 from tofu_agl.names import APPROVE_ANNOTATION, RUNNER_SA_ANNOTATION
-from tofu_agl.validate import validate_application
+from tofu_agl.validate import validated_variables
 
 
 def test_to_terraform_fields() -> None:
@@ -109,7 +109,7 @@ def test_the_variables_validation_returns_are_the_ones_build_makes(spec: dict[st
     """A write builds from the variables validation marshalled (storage passes them on): they must be exactly
     the ones build would make from the same Application, defaults included."""
     a = app(spec=spec)
-    validated = validate_application(Defn(), a, group=GROUP)
+    validated = validated_variables(Defn(), a, group=GROUP)
     assert validated == build(Defn(), a, group=GROUP)["spec"]["vars"]
     assert build(Defn(), a, group=GROUP, tf_vars=validated) == build(Defn(), a, group=GROUP)
 
