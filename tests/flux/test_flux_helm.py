@@ -431,17 +431,28 @@ def test_cozystack_shaped_definition_installs_through_an_external_artifact(helm:
 
 def test_helm_controller_leaves_the_read_fence_alone(helm: Cluster) -> None:
     """The fence a consistent list may write (docs/operating.md) is a suspended HelmRelease: helm-controller
-    takes it in (its finalizer) and installs nothing."""
-    kubectl(helm, "create", "configmap", f"elsewhere-{os.getpid()}", "-n", NS)  # the kind's stream sees nothing
-    kubectl(helm, "get", "redises", "-n", NS)
+    takes it in (its finalizer) and installs nothing.
+
+    The fence is written here, not found. One left by an earlier test or tier may already carry the finalizer,
+    and a write that leaves its generation as it is makes helm-controller reconcile nothing (its predicate), so
+    the line this test waits for may never come: a CI run waited 180 s for it, with no line about the fence in
+    helm-controller's log. Only the log written after the fence counts."""
     fence, fence_ns = "read-fence.redis", "default"
+    log = helm.logs_dir / "helm-controller.log"
+    kubectl(helm, "delete", HR, fence, "-n", fence_ns, "--ignore-not-found", "--timeout=120s")
+    seen = len(log.read_bytes())
+    kubectl(helm, "create", "configmap", f"elsewhere-{os.getpid()}", "-n", NS)  # the kind's stream sees nothing
+    kubectl(helm, "get", "redises", "-n", NS)  # a consistent list: the service writes its fence
     wait_for(lambda: "finalizers.fluxcd.io" in (get_json(helm, HR, fence, "-n", fence_ns)["metadata"]
                                                  .get("finalizers") or []), "helm-controller took the fence in",
              timeout=SLOW)
-    log = helm.logs_dir / "helm-controller.log"
-    wait_for(lambda: any('"reconciliation is suspended for this object"' in line and f'"name":"{fence}"' in line
-                         for line in log.read_text(errors="replace").splitlines()),
-             "helm-controller saw the fence suspended", timeout=SLOW)
+
+    def suspended_since_written() -> bool:
+        lines = log.read_bytes()[seen:].decode(errors="replace").splitlines()
+        return any('"reconciliation is suspended for this object"' in line and f'"name":"{fence}"' in line
+                   for line in lines)
+
+    wait_for(suspended_since_written, "helm-controller saw the new fence suspended", timeout=SLOW)
     assert condition(get_json(helm, HR, fence, "-n", fence_ns)) is None, "no install was attempted"
     releases = kubectl(helm, "get", "secrets", "-n", fence_ns, "-l", "owner=helm", "-o", "name").stdout
     assert "read-fence" not in releases, releases
