@@ -332,7 +332,15 @@ def test_delete_shows_deleting_while_the_destroy_runs(stack: Cluster) -> None:
                     "the Application to show its deletionTimestamp", timeout=30, interval=0.2)
     assert seen["metadata"]["deletionTimestamp"]
     assert row(stack, "widgets", "gone")["STATUS"] == "Deleting"
-    record_or_check_terraform("deleting", get_json(stack, TF, "widget-gone", "-n", NS))
+    # The deletionTimestamp raised the generation; tofu-controller's status is the deletion's once its
+    # Reconciling condition observed that generation (it may be busy with another Terraform until then).
+    def taken_up() -> dict[str, Any] | None:
+        terraform = get_json(stack, TF, "widget-gone", "-n", NS)
+        generation = terraform["metadata"]["generation"]
+        return terraform if condition(terraform, "Reconciling").get("observedGeneration") == generation else None
+
+    record_or_check_terraform("deleting", wait_for(taken_up, "tofu-controller to take up the deletion",
+                                                   timeout=SLOW, interval=0.2))
     kubectl(stack, "wait", "--for=delete", "widget/gone", "-n", NS, f"--timeout={SLOW}s")
     assert resources_in_state(stack, "widget-gone") == []
 

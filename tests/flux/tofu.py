@@ -83,8 +83,18 @@ def row(cluster: Cluster, plural: str, name: str, namespace: str) -> dict[str, s
 
 def wait_status(cluster: Cluster, plural: str, name: str, namespace: str, status: str,
                 timeout: float = SLOW) -> dict[str, str]:
-    """Wait until the STATUS column says ``status``; the row then."""
-    result: dict[str, str] = wait_for(
-        lambda: (r := row(cluster, plural, name, namespace)).get("STATUS") == status and r,
-        f"{plural}/{name} STATUS {status}", timeout=timeout, interval=1)
+    """Wait until the STATUS column says ``status``; the row then. A timeout says what the row and the
+    Application's conditions last were, so a slow controller and a wrong status read differently."""
+    seen: dict[str, Any] = {}
+
+    def shown() -> dict[str, str] | None:
+        seen["row"] = row(cluster, plural, name, namespace)
+        return seen["row"] if seen["row"].get("STATUS") == status else None
+
+    try:
+        result: dict[str, str] = wait_for(shown, f"{plural}/{name} STATUS {status}", timeout=timeout, interval=1)
+    except AssertionError as timed_out:
+        got = kubectl(cluster, "get", plural, name, "-n", namespace, "-o", "json", check=False).stdout
+        conditions = (json.loads(got or "{}").get("status") or {}).get("conditions")
+        raise AssertionError(f"{timed_out}; row {seen.get('row')}; conditions {conditions}") from None
     return result

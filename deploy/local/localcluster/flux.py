@@ -11,7 +11,8 @@ tofu-controller runs its runner in-process (``INSECURE_LOCAL_RUNNER=1``, its own
 outside a cluster): no runner pod, ``tofu`` from the local build first on its PATH. That runner
 listens on the fixed address localhost:30000, and tofu-controller v0.16.5 ignores a failure to
 listen there, so a second local cluster's tofu-controller would silently talk to the first one's
-runner: :func:`start` refuses to start one while the port is taken. OpenTofu keeps each instance's
+runner: :func:`start` refuses to start one while the port is taken. That one runner keeps one OpenTofu
+session at a time, so tofu-controller reconciles one Terraform at a time here. OpenTofu keeps each instance's
 state in a Secret through the kubernetes backend; outside a pod that backend cannot use
 ``inClusterConfig``, so the local copies of the Tofu definitions point ``backendConfig.configPath`` at
 the kubeconfig of the ``agl:tf-runner`` identity that :func:`state_kubeconfig` writes
@@ -235,7 +236,10 @@ def start_tofu_controller(cluster: Cluster, binary: Path) -> None:
     workdir.mkdir(exist_ok=True)
     cli_config = workdir / "tofurc"
     cli_config.write_text(_OFFLINE_PROVIDERS)
-    _start_controller(cluster, "tofu-controller", binary, ["--allow-cross-namespace-refs", "--concurrent=4"],
+    # One reconcile at a time: the in-process runner is one runner server holding one OpenTofu session, and
+    # each reconcile's NewTerraform call replaces it, so a second concurrent reconcile fails the first with
+    # "terraform session mismatch" and both wait out retryInterval (in a cluster each runner is its own pod).
+    _start_controller(cluster, "tofu-controller", binary, ["--allow-cross-namespace-refs", "--concurrent=1"],
                       port=LOCAL_RUNNER_PORT,
                       env={"INSECURE_LOCAL_RUNNER": "1", "RUNTIME_NAMESPACE": TOFU_RUNTIME_NAMESPACE, "PATH": path,
                            "TF_CLI_CONFIG_FILE": str(cli_config)})
