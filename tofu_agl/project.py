@@ -14,6 +14,7 @@ is read back from the Terraform ``vars`` through the schema's naming, with defau
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shared.api import ownership
@@ -209,22 +210,38 @@ def plan_approved(tf: Mapping[str, Any]) -> bool:
     id or a non-empty prefix of it) so the status never claims "awaiting approval" for a plan the
     controller is already applying.
     """
-    spec = tf.get("spec") or {}
-    pending = pending_plan(tf)
-    if not pending:
-        return False
+    return _approves(tf.get("spec") or {}, pending_plan(tf))
+
+
+def _approves(spec: Mapping[str, Any], pending: str) -> bool:
     approve = spec.get("approvePlan") or ""
-    if spec.get("force") is True or approve == AUTO:
-        return True
-    return bool(approve) and pending.startswith(approve)
+    return bool(pending) and (spec.get("force") is True or approve == AUTO
+                              or (bool(approve) and pending.startswith(approve)))
 
 
 def awaiting_approval(tf: Mapping[str, Any]) -> bool:
     """A plan is pending and nothing approves it: only the user can move the instance on."""
-    return bool(pending_plan(tf)) and not plan_approved(tf)
+    pending = pending_plan(tf)
+    return bool(pending) and not _approves(tf.get("spec") or {}, pending)
 
 
-def phase(tf: Mapping[str, Any]) -> str:
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What the phase, the kstatus report and the approval condition read of a Terraform, read once."""
+    conds: dict[str, JSON]
+    pending: str
+    awaiting: bool
+    deleting: bool
+
+
+def _reading(tf: Mapping[str, Any]) -> _Reading:
+    pending = pending_plan(tf)
+    return _Reading(conds=_conditions(tf), pending=pending,
+                    awaiting=bool(pending) and not _approves(tf.get("spec") or {}, pending),
+                    deleting=bool((tf.get("metadata") or {}).get("deletionTimestamp")))
+
+
+def phase(tf: Mapping[str, Any], reading: _Reading | None = None) -> str:
     """The one-word STATUS of an instance, derived from the Terraform object.
 
     Decided in this order, so that the most actionable state wins: being deleted; a failure
@@ -234,9 +251,10 @@ def phase(tf: Mapping[str, Any]) -> str:
     in progress; a plan waiting for the user; a plan being applied; Ready True on the current
     generation; anything else is still planning.
     """
-    if (tf.get("metadata") or {}).get("deletionTimestamp"):
+    read = reading or _reading(tf)
+    if read.deleting:
         return DELETING
-    conds = _conditions(tf)
+    conds = read.conds
     ready = conds.get("Ready", {})
     if ready.get("status") == "False":
         if ready.get("reason") == DRIFT_DETECTED_REASON:
@@ -244,9 +262,9 @@ def phase(tf: Mapping[str, Any]) -> str:
         return FAILED if ready.get("reason") in NEEDS_A_HUMAN else RETRYING
     if conds.get("Stalled", {}).get("status") == "True":
         return FAILED
-    if awaiting_approval(tf):
+    if read.awaiting:
         return AWAITING_APPROVAL
-    if pending_plan(tf) or conds.get("Apply", {}).get("status") == "Unknown":
+    if read.pending or conds.get("Apply", {}).get("status") == "Unknown":
         return APPLYING
     if ready.get("status") == "Unknown" and ready.get("message") == "Applying":
         return APPLYING
@@ -262,11 +280,10 @@ def _stale(tf: Mapping[str, Any]) -> bool:
     return isinstance(generation, int) and isinstance(observed, int) and observed < generation
 
 
-def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, review_hint: str,
-                        conds: dict[str, JSON]) -> JSON:
-    pending = pending_plan(tf)
+def _awaiting_condition(tf: Mapping[str, Any], approve_command: str, review_hint: str, read: _Reading) -> JSON:
+    pending, conds = read.pending, read.conds
     cond: JSON = {"type": "AwaitingApproval"}
-    if awaiting_approval(tf):
+    if read.awaiting:
         cond.update(
             status="True",
             reason="PlanPendingApproval",
@@ -313,10 +330,11 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
     """
     tf_status = backing.get("status") or {}
     meta = backing.get("metadata") or {}
-    conds = _conditions(backing)
-    awaiting = _awaiting_condition(backing, approve_command, review_hint, conds)
+    read = _reading(backing)
+    conds = read.conds
+    awaiting = _awaiting_condition(backing, approve_command, review_hint, read)
     generation = meta.get("generation")
-    derived = readiness(generation if isinstance(generation, int) else None, backend_report(backing, awaiting),
+    derived = readiness(generation if isinstance(generation, int) else None, backend_report(backing, awaiting, read),
                         since=latest_transition(tf_status.get("conditions"), meta.get("creationTimestamp")))
     conditions: list[JSON] = [dict(c) for c in derived.conditions]
     for source, target in _CONDITION_MAP:
@@ -327,7 +345,7 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
     conditions.append(awaiting)
     guard_messages(conditions, tf_status.get("conditions"), masks)
 
-    out: JSON = {"phase": phase(backing), "conditions": conditions}
+    out: JSON = {"phase": phase(backing, read), "conditions": conditions}
     if derived.observed_generation is not None:
         out["observedGeneration"] = derived.observed_generation
     if tf_status.get("lastAppliedRevision"):
@@ -349,7 +367,8 @@ def project_status(backing: Mapping[str, Any], approve_command: str, *, plan_sum
     return out
 
 
-def backend_report(tf: Mapping[str, Any], awaiting: Mapping[str, Any]) -> BackendReport:
+def backend_report(tf: Mapping[str, Any], awaiting: Mapping[str, Any], reading: _Reading | None = None
+                   ) -> BackendReport:
     """tofu-controller's state in kstatus' terms, decided in :func:`phase`'s order.
 
     Being deleted is work in progress (kstatus says ``Terminating`` first anyway).  A ``Ready`` False is
@@ -360,13 +379,14 @@ def backend_report(tf: Mapping[str, Any], awaiting: Mapping[str, Any]) -> Backen
     message), not a failure: the instance moves on once approved.  A plan being applied, and
     tofu-controller's own ``Reconciling``, are ``Reconciling``.
     """
-    conds = _conditions(tf)
+    read = reading or _reading(tf)
+    conds = read.conds
     observed = (tf.get("status") or {}).get("observedGeneration")
     ready = conds.get(READY_CONDITION)
     reconciling: Signal | None = None
     stalled: Signal | None = None
     failure = _failure(ready) if ready is not None and ready.get("status") == "False" else None
-    if (tf.get("metadata") or {}).get("deletionTimestamp"):
+    if read.deleting:
         reconciling = Signal("Deleting", f"{CONTROLLER} is running the destroy and removing the instance")
     elif failure is not None:
         drift_repaired = failure.reason == DRIFT_DETECTED_REASON and _approves_itself(tf)
@@ -374,14 +394,14 @@ def backend_report(tf: Mapping[str, Any], awaiting: Mapping[str, Any]) -> Backen
             stalled = failure
         else:
             reconciling = failure
-    elif condition_signal(conds.get(STALLED)) is not None:
-        stalled = condition_signal(conds.get(STALLED))
-    elif awaiting_approval(tf):
+    elif (own_stall := condition_signal(conds.get(STALLED))) is not None:
+        stalled = own_stall
+    elif read.awaiting:
         reconciling = Signal("AwaitingApproval", str(awaiting.get("message") or ""),
                              awaiting.get("lastTransitionTime") if isinstance(awaiting.get("lastTransitionTime"),
                                                                               str) else None)
-    elif phase(tf) == APPLYING:
-        pending = pending_plan(tf)
+    elif phase(tf, read) == APPLYING:
+        pending = read.pending
         reconciling = Signal("Applying", f'{CONTROLLER} is applying plan "{pending}"' if pending
                              else f"{CONTROLLER} is applying the approved plan")
     else:
