@@ -328,3 +328,58 @@ def test_a_parsed_manager_identifier_is_a_copy_of_the_kept_one() -> None:
     assert ident is managed.identifier("alice", "Update", VERSION)
     managed._parse_identifier(ident)["manager"] = "mallory"
     assert managed._parse_identifier(ident) == {"manager": "alice", "operation": "Update", "apiVersion": VERSION}
+
+
+# ------------------------------------------------------------------------- creates kept per shape
+SAME_SHAPE = [
+    obj({"replicas": 3, "size": "1Gi", "resources": {"cpu": 2}, "users": {"a": {"password": "x"}},
+         "tags": ["a", "b"], "endpoints": [{"name": "http", "port": 80}], "atomic": {"k": "v"},
+         "free": {"x": {"y": 1}}, "extensions": []}, labels={"app": "db"}),
+    obj({"replicas": 9, "size": "2Gi", "resources": {"cpu": 7}, "users": {"a": {"password": "other"}},
+         "tags": ["a", "b"], "endpoints": [{"name": "http", "port": 80}], "atomic": {"k": "w"},
+         "free": {"x": {"y": 2}}, "extensions": []}, labels={"app": "web"}, name="b"),
+]
+
+
+def _changed(**spec: Any) -> dict[str, Any]:
+    """The first object of :data:`SAME_SHAPE` with some of its spec's fields replaced."""
+    return {**SAME_SHAPE[0], "spec": {**SAME_SHAPE[0]["spec"], **spec}}
+
+
+#: Objects of other shapes whose fields differ from the first of :data:`SAME_SHAPE`'s.
+OTHER_FIELDS = [
+    _changed(tags=["a", "c"]),  # a set's values are fields
+    _changed(endpoints=[{"name": "grpc", "port": 80}]),  # so are an associative list's keys
+    _changed(resources={}),  # an empty map is a leaf
+    _changed(users={"b": {"password": "x"}}),  # map keys are fields
+    _changed(free={"x": None}),
+]
+#: Another shape (a string where an integer was) with the same fields.
+OTHER_SHAPES = [*OTHER_FIELDS, _changed(resources={"cpu": "500m"})]
+
+
+def _fresh(new: dict[str, Any], manager: str, time: str) -> list[dict[str, Any]] | None:
+    """The entries computed from nothing: a FieldManager on a schema no other create has used."""
+    return FieldManager(json.loads(json.dumps(OBJECT)), VERSION).update(None, new, manager, time)
+
+
+def test_a_create_of_a_kept_shape_records_what_a_fresh_one_does() -> None:
+    fm = FieldManager(OBJECT, VERSION)
+    for new in [*SAME_SHAPE, *OTHER_SHAPES]:
+        fm.update(None, new, "first", T)  # now every shape is kept
+    for new in [*SAME_SHAPE, *OTHER_SHAPES]:
+        assert FieldManager(OBJECT, VERSION).update(None, new, "first", "2026-02-02T00:00:00Z") == \
+            _fresh(new, "first", "2026-02-02T00:00:00Z"), new["spec"]
+    assert len({json.dumps(_fresh(new, "m", T)) for new in [SAME_SHAPE[0], *OTHER_FIELDS]}) == 1 + len(OTHER_FIELDS)
+
+
+def test_a_kept_create_is_the_writers_own() -> None:
+    fm = FieldManager(OBJECT, VERSION)
+    first = fm.update(None, SAME_SHAPE[0], "alice", T)
+    assert first is not None
+    first[0]["fieldsV1"].clear()  # what a caller does with its entries does not reach the next create
+    second = fm.update(None, SAME_SHAPE[1], "bob", "2026-03-03T00:00:00Z")
+    assert second == _fresh(SAME_SHAPE[1], "bob", "2026-03-03T00:00:00Z")
+    assert second is not None and second[0]["manager"] == "bob" and second[0]["time"] == "2026-03-03T00:00:00Z"
+    assert FieldManager(OBJECT, "example.io/v2").update(None, SAME_SHAPE[0], "alice", T)[0]["apiVersion"] == \
+        "example.io/v2"

@@ -4,7 +4,8 @@ kube-apiserver tracks field ownership with structured-merge-diff (Go); no Python
 structured merge, so this package implements it by hand from the published algorithm: typed set,
 merge, compare and remove operations over a structural schema (:mod:`.typed`), the ``FieldsV1``
 encoding (:mod:`.fieldpath`), the Apply/Update updater (:mod:`.updater`) and kube-apiserver's
-field-manager layers with its conflict Status (:mod:`.managed`).  Entry points work on plain JSON
+field-manager layers with its conflict Status (:mod:`.managed`), which keeps what a create records per shape
+of object (:mod:`.shapes`).  Entry points work on plain JSON
 data: :class:`FieldManager` for whole objects, :class:`Updater` for any typed value.
 """
 

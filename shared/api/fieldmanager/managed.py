@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from shared.api import errors
 from shared.api.fieldmanager.fieldpath import EMPTY, FieldSet, Path, field, from_fields_v1, iterate, path_string
 from shared.api.fieldmanager.fieldpath import to_fields_v1 as _to_fields_v1
+from shared.api.fieldmanager.shapes import ShapeCache, shape_key
 from shared.api.fieldmanager.typed import MISSING, Schema, compare, field_set
 from shared.api.fieldmanager.updater import Conflicts, Managers, Owned, Updater
 from shared.bodies import JSON
@@ -244,10 +247,15 @@ def _bare(obj: Mapping[str, Any] | None) -> Any:
     return out
 
 
+#: What creates recorded, per schema, writer and shape of the object.
+_CREATED = ShapeCache()
+
+
 class FieldManager:
     """kube-apiserver's field manager for one kind at one API version (a custom resource's layers)."""
 
     def __init__(self, object_schema: Mapping[str, Any], api_version: str) -> None:
+        self._source = object_schema
         self.schema: Schema = object_type(object_schema)
         self.api_version = api_version
         self._updater = Updater(self.schema, RESET)
@@ -262,6 +270,8 @@ class FieldManager:
         """
         live_meta = (live or {}).get("metadata") or {}
         stated = (new.get("metadata") or {}).get("managedFields")
+        if live is None and stated is None:
+            return self._created(_bare(new), manager, time or now())
         if is_reset(stated):
             managed = Managed.empty()
         else:
@@ -272,6 +282,20 @@ class FieldManager:
             return None  # an object never tracked stays untracked by updates
         managed = self._update(_bare(live), _bare(new), managed, manager, time or now())
         return encode(managed)
+
+    def _created(self, new: Any, manager: str, time: str) -> list[JSON]:
+        """A create's entries; kept per shape of the object (:mod:`.shapes`), its time the write's own."""
+        shape, writer = shape_key(new), f"{self.api_version}\0{manager}"
+        kept = None if shape is None else _CREATED.get(self._source, writer, shape)
+        if kept is not None:
+            entries: list[JSON] = orjson.loads(kept)
+            for entry in entries:
+                entry["time"] = time
+            return entries
+        entries = encode(self._update({}, new, Managed.empty(), manager, time))
+        if shape is not None and all(entry.get("time") == time for entry in entries):
+            _CREATED.put(self._source, writer, shape, orjson.dumps(entries))
+        return entries
 
     def _update(self, live: Any, new: Any, managed: Managed, manager: str, time: str) -> Managed:
         ident = identifier(manager, UPDATE, self.api_version)
