@@ -14,7 +14,6 @@ Defaults are filled in by :mod:`shared.schema.defaults`; the structural rewrite 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -23,6 +22,7 @@ from referencing.exceptions import Unresolvable
 
 from shared.api.errors import Cause, field_cause
 from shared.bodies import JSON
+from shared.kept import KeptPerObject
 from shared.schema import causes
 from shared.schema.dialect import Validator, refs, resolve_pointer, to_jsonschema
 
@@ -66,22 +66,15 @@ def schema_error(schema: Any) -> str | None:
     return None
 
 
-# Validators are cached per schema object: a schema dict lives as long as the definition it
-# came from, and keeping a reference in the cache keeps its id() from being reused.
-_CACHE: OrderedDict[int, tuple[JSON, Any]] = OrderedDict()
-_CACHE_SIZE = 256
+#: Validators per schema object: a schema dict lives as long as the definition it came from.
+_VALIDATORS: KeptPerObject[None, Any] = KeptPerObject(256)
 
 
 def _validator_for(schema: JSON) -> Any:
-    key = id(schema)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is schema:
-        _CACHE.move_to_end(key)
-        return hit[1]
-    validator = Validator(to_jsonschema(schema))
-    _CACHE[key] = (schema, validator)
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    validator = _VALIDATORS.get(schema, None)
+    if validator is None:
+        validator = Validator(to_jsonschema(schema))
+        _VALIDATORS.put(schema, None, validator)
     return validator
 
 

@@ -373,6 +373,18 @@ def test_a_create_of_a_kept_shape_records_what_a_fresh_one_does() -> None:
     assert len({json.dumps(_fresh(new, "m", T)) for new in [SAME_SHAPE[0], *OTHER_FIELDS]}) == 1 + len(OTHER_FIELDS)
 
 
+def test_a_create_of_a_kept_shape_does_not_walk_the_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    schema = json.loads(json.dumps(OBJECT))
+    FieldManager(schema, VERSION).update(None, SAME_SHAPE[0], "alice", T)
+    expected = _fresh(SAME_SHAPE[1], "alice", T)
+
+    def walked(*_: Any) -> None:
+        raise AssertionError("a create of a kept shape walked the object")
+
+    monkeypatch.setattr(FieldManager, "_update", walked)
+    assert FieldManager(schema, VERSION).update(None, SAME_SHAPE[1], "alice", T) == expected
+
+
 def test_a_kept_create_is_the_writers_own() -> None:
     fm = FieldManager(OBJECT, VERSION)
     first = fm.update(None, SAME_SHAPE[0], "alice", T)

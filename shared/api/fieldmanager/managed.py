@@ -30,10 +30,11 @@ import orjson
 from shared.api import errors
 from shared.api.fieldmanager.fieldpath import EMPTY, FieldSet, Path, field, from_fields_v1, iterate, path_string
 from shared.api.fieldmanager.fieldpath import to_fields_v1 as _to_fields_v1
-from shared.api.fieldmanager.shapes import ShapeCache, shape_key
+from shared.api.fieldmanager.shapes import MAX_SHAPES, shape_key
 from shared.api.fieldmanager.typed import MISSING, Schema, compare, field_set
 from shared.api.fieldmanager.updater import Conflicts, Managers, Owned, Updater
 from shared.bodies import JSON
+from shared.kept import KeptPerObject
 
 APPLY = "Apply"
 UPDATE = "Update"
@@ -248,7 +249,7 @@ def _bare(obj: Mapping[str, Any] | None) -> Any:
 
 
 #: What creates recorded, per schema, writer and shape of the object.
-_CREATED = ShapeCache()
+_CREATED: KeptPerObject[tuple[str, str, bytes], bytes] = KeptPerObject(MAX_SHAPES)
 
 
 class FieldManager:
@@ -285,16 +286,17 @@ class FieldManager:
 
     def _created(self, new: Any, manager: str, time: str) -> list[JSON]:
         """A create's entries; kept per shape of the object (:mod:`.shapes`), its time the write's own."""
-        shape, writer = shape_key(new), f"{self.api_version}\0{manager}"
-        kept = None if shape is None else _CREATED.get(self._source, writer, shape)
+        shape = shape_key(new)
+        key = None if shape is None else (self.api_version, manager, shape)
+        kept = None if key is None else _CREATED.get(self._source, key)
         if kept is not None:
             entries: list[JSON] = orjson.loads(kept)
             for entry in entries:
                 entry["time"] = time
             return entries
         entries = encode(self._update({}, new, Managed.empty(), manager, time))
-        if shape is not None and all(entry.get("time") == time for entry in entries):
-            _CREATED.put(self._source, writer, shape, orjson.dumps(entries))
+        if key is not None and all(entry.get("time") == time for entry in entries):
+            _CREATED.put(self._source, key, orjson.dumps(entries))
         return entries
 
     def _update(self, live: Any, new: Any, managed: Managed, manager: str, time: str) -> Managed:

@@ -10,7 +10,6 @@ repeat a few shapes.  No library keys a cache by JSON shape, hence this module.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import orjson
@@ -33,23 +32,3 @@ def shape_key(value: Any) -> bytes | None:
         return orjson.dumps(_shape(value))
     except TypeError:  # an integer beyond 64 bits, or a key that is not a string: not cached
         return None
-
-
-class ShapeCache:
-    """Encoded results per (owner, shape); the owner is kept too, so that its id() is not reused."""
-
-    def __init__(self, size: int = MAX_SHAPES) -> None:
-        self._size = size
-        self._kept: OrderedDict[tuple[int, str, bytes], tuple[object, bytes]] = OrderedDict()
-
-    def get(self, owner: object, name: str, shape: bytes) -> bytes | None:
-        hit = self._kept.get((id(owner), name, shape))
-        if hit is None or hit[0] is not owner:
-            return None
-        self._kept.move_to_end((id(owner), name, shape))
-        return hit[1]
-
-    def put(self, owner: object, name: str, shape: bytes, encoded: bytes) -> None:
-        self._kept[(id(owner), name, shape)] = (owner, encoded)
-        while len(self._kept) > self._size:
-            self._kept.popitem(last=False)
