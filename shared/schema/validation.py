@@ -14,6 +14,7 @@ Defaults are filled in by :mod:`shared.schema.defaults`; the structural rewrite 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -24,6 +25,7 @@ from shared.api.errors import Cause, field_cause
 from shared.bodies import JSON
 from shared.kept import KeptPerObject
 from shared.schema import causes
+from shared.schema.compiled import Acceptor, acceptor
 from shared.schema.dialect import Validator, refs, resolve_pointer, to_jsonschema
 
 __all__ = ["parse_schema", "schema_error", "validate"]
@@ -66,27 +68,39 @@ def schema_error(schema: Any) -> str | None:
     return None
 
 
-#: Validators per schema object: a schema dict lives as long as the definition it came from.
-_VALIDATORS: KeptPerObject[None, Any] = KeptPerObject(256)
+@dataclass(frozen=True)
+class _Checks:
+    """What checks values against one schema: the full validator, and the compiled check when there is one."""
+
+    full: Any
+    accepts: Acceptor | None
 
 
-def _validator_for(schema: JSON) -> Any:
-    validator = _VALIDATORS.get(schema, None)
-    if validator is None:
-        validator = Validator(to_jsonschema(schema))
-        _VALIDATORS.put(schema, None, validator)
-    return validator
+#: Checks per schema object: a schema dict lives as long as the definition it came from.
+_CHECKS: KeptPerObject[None, _Checks] = KeptPerObject(256)
+
+
+def _checks_for(schema: JSON) -> _Checks:
+    checks = _CHECKS.get(schema, None)
+    if checks is None:
+        normalized = to_jsonschema(schema)
+        checks = _Checks(Validator(normalized), acceptor(normalized))
+        _CHECKS.put(schema, None, checks)
+    return checks
 
 
 def validate(schema: JSON, value: Any, path: str = "spec") -> list[Cause]:
     """Validate ``value`` against ``schema``; one cause per problem, sorted by field.
 
     ``path`` is the field path of ``value`` in the object (``spec``).  Unknown ``format``
-    values are not checked, as in kube-apiserver.
+    values are not checked, as in kube-apiserver.  A value the compiled check accepts
+    (:mod:`shared.schema.compiled`) has no problem to report; any other goes to the full validator.
     """
-    validator = _validator_for(schema)
+    checks = _checks_for(schema)
+    if checks.accepts is not None and checks.accepts(value):
+        return []
     try:
-        errors = list(validator.iter_errors(value))
+        errors = list(checks.full.iter_errors(value))
     except (Unresolvable, UnknownType) as exc:
         return [field_cause(path, f"the schema could not be evaluated: {exc}")]
     found = [cause for error in errors for cause in causes.from_error(error, path)]

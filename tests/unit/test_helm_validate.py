@@ -143,13 +143,13 @@ def test_fine_labels_and_long_annotation_values_pass() -> None:
 
 
 def test_the_schema_validator_is_compiled_once_per_schema_revision() -> None:
-    """The validator is compiled for a schema object once and reused by every request that validates against it;
+    """The checks are compiled for a schema object once and reused by every request that validates against it;
     a new revision (a new parsed schema, from a changed definition) gets its own."""
     schema = copy.deepcopy(SCHEMA)
-    first = validation._validator_for(schema)
+    first = validation._checks_for(schema)
     validate_application(replace(DEFN, schema=schema), make_app(spec={"replicas": 3}), group=GROUP)
-    assert validation._validator_for(schema) is first
-    assert validation._validator_for(copy.deepcopy(SCHEMA)) is not first
+    assert validation._checks_for(schema) is first
+    assert validation._checks_for(copy.deepcopy(SCHEMA)) is not first
 
 
 def test_a_spec_defaulted_by_the_caller_is_validated_as_given() -> None:

@@ -427,7 +427,7 @@ def to_annotation(entries: Any) -> str | None:
     """``managedFields`` as one compact JSON annotation value on a backing object (None: keep none)."""
     if not isinstance(entries, list) or not entries:
         return None
-    return json.dumps(entries, separators=(",", ":"), sort_keys=False)
+    return orjson.dumps(entries).decode()
 
 
 def from_annotation(text: Any) -> list[JSON] | None:
@@ -435,7 +435,7 @@ def from_annotation(text: Any) -> list[JSON] | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        entries = json.loads(text)
-    except ValueError:
+        entries = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return None
     return entries if isinstance(entries, list) else None
