@@ -295,7 +295,7 @@ def _intrinsic(defn: ApplicationDefinition) -> Verdict:
     if problem:
         return Verdict.reject(INVALID_SCHEMA, problem)
     names = []
-    if not KIND_NAME.match(defn.kind):
+    if not KIND_NAME.fullmatch(defn.kind):
         names.append(f"kind {defn.kind!r} must match {KIND_NAME.pattern}")
     for field, value in (("plural", defn.plural), ("singular", defn.singular)):
         error = dns1035_label_error(value)
@@ -312,7 +312,7 @@ def _intrinsic(defn: ApplicationDefinition) -> Verdict:
 def _release_problems(defn: ApplicationDefinition) -> list[str]:
     problems = []
     prefix = defn.prefix
-    if not PREFIX.match(prefix):
+    if not PREFIX.fullmatch(prefix):
         problems.append(f"release prefix {prefix!r} must match {PREFIX.pattern}")
     if len(prefix) > MAX_PREFIX:
         problems.append(
@@ -322,7 +322,7 @@ def _release_problems(defn: ApplicationDefinition) -> list[str]:
     annotations = defn.metadata.annotations
     for key in (INSTALL_TIMEOUT_ANNOTATION, UPGRADE_TIMEOUT_ANNOTATION):
         value = annotations.get(key)
-        if value and not DURATION.match(value):
+        if value and not DURATION.fullmatch(value):
             problems.append(f"annotation {key}={value!r} must match {DURATION.pattern}")
     wait = annotations.get(DISABLE_WAIT_ANNOTATION)
     if wait is not None and wait.strip().lower() not in ("", "true", "false"):

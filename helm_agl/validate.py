@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.admission import validate_with_schema_causes
-from shared.api import errors, ownership, selectors
+from shared.api import errors, goformat, labels, ownership
 from shared.api.errors import Cause
 from shared.api.names import dns1035_label_error
 from shared.bodies import JSON
@@ -44,7 +44,7 @@ def validate_application(
     name = str(meta.get("name") or "")
     # Metadata and spec causes are reported together, as kube-apiserver validates a custom resource.
     meta_causes = _name_causes(defn, meta) if live is None else []
-    meta_causes += _label_and_annotation_causes(meta)
+    meta_causes += labels.label_and_annotation_causes(meta, user_selector_key)
     meta_causes += ownership.metadata_causes(meta)
     spec = app.get("spec")
     if spec is None:
@@ -84,34 +84,5 @@ def _name_causes(defn: HelmDefinitionView, meta: Mapping[str, Any]) -> list[Caus
         return []
     if why.startswith("must be no more than"):
         why += f" (release prefix {defn.prefix!r})"
-    return [errors.field_cause("metadata.name", f'Invalid value: "{name}": {why}')]
+    return [errors.field_cause("metadata.name", f"Invalid value: {goformat.quote(name)}: {why}")]
 
-
-def _label_and_annotation_causes(meta: Mapping[str, Any]) -> list[Cause]:
-    """User labels and annotations must still be valid once stored behind the prefix."""
-    causes: list[Cause] = []
-    for field, check_values in (("labels", True), ("annotations", False)):
-        entries = meta.get(field)
-        if entries is None:
-            continue
-        path = f"metadata.{field}"
-        if not isinstance(entries, dict):
-            causes.append(
-                errors.field_cause(path, "Invalid value: must be a map of strings", "FieldValueTypeInvalid")
-            )
-            continue
-        for key, value in entries.items():
-            # It is the stored key that must be valid; the message names the key the user wrote.
-            stored = user_selector_key(str(key))
-            why = selectors.label_key_error(stored)
-            if why is not None:
-                causes.append(errors.field_cause(path, f'Invalid value: "{key}": {why} (stored as "{stored}")'))
-            if not isinstance(value, str):
-                causes.append(
-                    errors.field_cause(
-                        path, f'Invalid value: "{key}": value must be a string', "FieldValueTypeInvalid"
-                    )
-                )
-            elif check_values and (value_error := selectors.label_value_error(value)) is not None:
-                causes.append(errors.field_cause(path, f"Invalid value: {value_error}"))
-    return causes

@@ -13,7 +13,7 @@ import pytest
 from localcluster.cluster import Cluster
 
 from tests.contract.stack import STACKS, Stack, served
-from tests.kube import Api, kubectl, wait_for
+from tests.kube import Api, get_json, kubectl, wait_for
 
 JSON = dict[str, Any]
 
@@ -117,6 +117,19 @@ def serve_kind(cluster: Cluster, api: Api, stack: Stack, kind: Kind) -> Target:
     target = Target(cluster, api, stack.group, stack, kind)
     wait_for(lambda: target.resource in served(cluster, stack.group), f"{target.resource} served", timeout=60)
     return target
+
+
+def wait_refused(cluster: Cluster, stack: Stack, document: JSON) -> JSON:
+    """Apply the definition ``document`` and wait for its ``Accepted=False`` condition, which is returned."""
+    kubectl(cluster, "apply", "-f", "-", input=json.dumps(document))
+
+    def condition() -> JSON | None:
+        found = get_json(cluster, stack.definition_resource, document["metadata"]["name"])
+        return next((c for c in (found.get("status") or {}).get("conditions") or []
+                     if c["type"] == "Accepted" and c["status"] == "False"), None)
+
+    refused: JSON = wait_for(condition, f"definition {document['metadata']['name']} to be refused", timeout=60)
+    return refused
 
 
 def unserve_kind(cluster: Cluster, stack: Stack, kind: Kind) -> None:

@@ -342,7 +342,7 @@ def _intrinsic(defn: TofuApplicationDefinition) -> Verdict:
     if problem:
         return Verdict.reject(INVALID_SCHEMA, problem)
     names = []
-    if not KIND_NAME.match(defn.kind):
+    if not KIND_NAME.fullmatch(defn.kind):
         names.append(f"kind {defn.kind!r} must match {KIND_NAME.pattern}")
     for field, value in (("plural", defn.plural), ("singular", defn.singular)):
         error = dns1035_label_error(value)
@@ -372,7 +372,7 @@ def _intrinsic(defn: TofuApplicationDefinition) -> Verdict:
 def _release_problems(defn: TofuApplicationDefinition) -> list[str]:
     problems = []
     prefix = defn.prefix
-    if not PREFIX.match(prefix):
+    if not PREFIX.fullmatch(prefix):
         problems.append(f"release prefix {prefix!r} must match {PREFIX.pattern}")
     if len(prefix) > MAX_PREFIX:
         problems.append(

@@ -20,9 +20,11 @@ import itertools
 import re
 from typing import Any
 
+from shared import patterns
+
 #: The grammar of a resource.Quantity: sign, decimal number, then a binary or decimal SI suffix or
 #: a decimal exponent.
-_QUANTITY = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?\d+)?")
+_QUANTITY = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 
 
 def _is_sorted(items: list[Any]) -> bool:
@@ -47,18 +49,14 @@ def _greatest(items: list[Any]) -> Any:
 
 
 def _find(text: str, pattern: str) -> str:
-    import re2  # with the first rule that uses it (see declarations)
-
-    match = re2.compile(pattern).search(text)
+    match = patterns.compiled(pattern).search(text)
     return match.group(0) if match else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
     if limit == 0:
         return []
-    import re2
-
-    found = [m.group(0) for m in re2.compile(pattern).finditer(text)]
+    found = [m.group(0) for m in patterns.compiled(pattern).finditer(text)]
     return found if limit < 0 else found[:limit]
 
 

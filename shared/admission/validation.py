@@ -22,7 +22,6 @@ together with the rules' causes.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from shared.admission.expressions import BudgetExceeded, EvaluationError
 from shared.admission.fieldpaths import Child, Index, Key, Segment, render
 from shared.admission.rules import CompiledSchema, Rule
 from shared.admission.values import to_cel
+from shared.api import goformat
 from shared.api.errors import Cause, field_cause
 
 _COST_LIMIT = "operation cancelled: actual cost limit exceeded"
@@ -181,7 +181,7 @@ def _shown(label: str, value: Any) -> str:
     """``Invalid value: "x"`` as kube-apiserver's field errors print the bad value: quoted strings,
     bare scalars, and nothing at all for objects and lists."""
     if isinstance(value, str):
-        return f"{label}: {json.dumps(value, ensure_ascii=False)}"
+        return f"{label}: {goformat.quote(value)}"
     if isinstance(value, bool):
         return f"{label}: {'true' if value else 'false'}"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:

@@ -16,12 +16,12 @@ from shared.bodies import JSON
 #: Everything our REST handlers serve; sorted, as kube-apiserver lists them.
 VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
-_KUBE_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+_KUBE_VERSION = re.compile(r"^v([0-9]+)(?:(alpha|beta)([0-9]+))?$")
 
 
 def _version_key(version: str) -> tuple[int, int, int, str]:
     # kube's version priority: GA > beta > alpha, higher numbers first; other strings last.
-    m = _KUBE_VERSION.match(version)
+    m = _KUBE_VERSION.fullmatch(version)
     if m is None:
         return (3, 0, 0, version)
     major = int(m.group(1))

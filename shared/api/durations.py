@@ -20,7 +20,7 @@ def go_duration(text: str) -> str:
     identical to those and lets a reconciler see ``10m`` and ``10m0s`` as equal.  Text that is
     not a duration raises ``ValueError``.
     """
-    if not DURATION.match(text):
+    if not DURATION.fullmatch(text):
         raise ValueError(f"{text!r} is not a duration like 10m, 1h30m or 500ms")
     total = sum(Fraction(num) * _UNIT_NS[unit] for num, unit in _DURATION_PART.findall(text))
     ns = int(total)

@@ -24,7 +24,7 @@ class _NameRule:
             return "a name is required"
         if len(name) > max_len:
             return f"must be no more than {max_len} characters"
-        if not self.pattern.match(name):
+        if not self.pattern.fullmatch(name):
             return self.message
         return None
 

@@ -21,11 +21,11 @@ user gets them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from shared.api import goformat
 from shared.api.errors import Cause, field_cause
 from shared.api.names import dns1123_subdomain_error
 from shared.bodies import JSON, clone
@@ -82,10 +82,10 @@ def metadata_causes(meta: Mapping[str, Any]) -> list[Cause]:
     if isinstance(finalizers, list):
         path = "metadata.finalizers"
         for name in finalizers:
-            causes += [field_cause(path, f"Invalid value: {_go_value(name)}: {why}")
+            causes += [field_cause(path, f"Invalid value: {goformat.bad_value(name)}: {why}")
                        for why in qualified_name_errors(str(name))]
         if "orphan" in finalizers and "foregroundDeletion" in finalizers:
-            causes.append(field_cause(path, f"Invalid value: {_go_value(finalizers)}: finalizer orphan and "
+            causes.append(field_cause(path, f"Invalid value: {goformat.bad_value(finalizers)}: finalizer orphan and "
                                             "foregroundDeletion cannot be both set"))
     return causes
 
@@ -103,13 +103,14 @@ def _owner_causes(owners: list[JSON]) -> list[Cause]:
             ("uid", ref.get("uid") or "", not ref.get("uid"), "must not be empty"),
         ):
             if missing:
-                causes.append(field_cause(f"{path}.{field}", f"Invalid value: {_go_value(value)}: {why}"))
+                causes.append(field_cause(f"{path}.{field}", f"Invalid value: {goformat.bad_value(value)}: {why}"))
         if ref.get("controller") is True:
             current = f"{ref.get('kind') or ''}/{ref.get('name') or ''}"
             if controller:
-                causes.append(field_cause(path, f"Invalid value: {_go_value([_go_owner(o) for o in owners])}: Only "
-                                                "one reference can have Controller set to true. Found \"true\" in "
-                                                f"references for {controller} and {current}"))
+                shown = goformat.marshal([_go_owner(o) for o in owners], sort_keys=False)
+                causes.append(field_cause(path, f"Invalid value: {shown}: Only one reference can have Controller "
+                                                f"set to true. Found \"true\" in references for {controller} and "
+                                                f"{current}"))
             else:
                 controller = current
     return causes
@@ -138,7 +139,7 @@ def qualified_name_errors(value: str) -> list[str]:
         errors.append("name part must be non-empty")
     elif len(name) > 63:
         errors.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME.match(name):
+    if not _QUALIFIED_NAME.fullmatch(name):
         errors.append(f"name part {_QUALIFIED_NAME_RULE}")
     return errors
 
@@ -147,10 +148,6 @@ def _go_owner(ref: JSON) -> JSON:
     """An ownerReference with its fields in the Go type's order, as kube-apiserver prints it."""
     always = {k: ref.get(k, "") for k in ("apiVersion", "kind", "name", "uid")}
     return {**always, **{k: ref[k] for k in ("controller", "blockOwnerDeletion") if k in ref}}
-
-
-def _go_value(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 def finalizer_warnings(new: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> list[str]:

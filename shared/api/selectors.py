@@ -57,13 +57,13 @@ def _bad(message: str) -> errors.ApiError:
 def label_key_error(key: str) -> str | None:
     """Why ``key`` is not a valid label key (optional DNS-subdomain prefix, then a name), or None."""
     prefix, sep, name = key.rpartition("/")
-    if sep and (not prefix or len(prefix) > 253 or not all(_DNS1123_LABEL.match(p) for p in prefix.split("."))):
+    if sep and (not prefix or len(prefix) > 253 or not all(_DNS1123_LABEL.fullmatch(p) for p in prefix.split("."))):
         return f"prefix part of {key!r} must be a lowercase DNS subdomain of at most 253 characters"
     if not name:
         return "name part must be non-empty"
     if len(name) > 63:
         return f"name part of {key!r} must be no more than 63 characters"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return f"name part of {key!r} {_NAME_CHARACTERS}"
     return None
 
@@ -74,7 +74,7 @@ def label_value_error(value: str) -> str | None:
         return None
     if len(value) > 63:
         return f"value {value!r} must be no more than 63 characters"
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         return f"value {value!r} {_NAME_CHARACTERS}"
     return None
 

@@ -7,14 +7,14 @@ the property itself, an unknown property ``FieldValueNotSupported`` naming it, a
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
+from shared.api import goformat
 from shared.api.errors import Cause, field_cause
+from shared.schema.dialect import additional_properties
 
 
 def from_error(error: ValidationError, path: str) -> list[Cause]:
@@ -33,12 +33,9 @@ def from_error(error: ValidationError, path: str) -> list[Cause]:
         ]
     if keyword == "additionalProperties" and expected is False and isinstance(instance, dict):
         parent = error.schema if isinstance(error.schema, Mapping) else {}
-        declared = parent.get("properties") or {}
-        patterns = [re.compile(p) for p in (parent.get("patternProperties") or {})]
         return [
             field_cause(_field(field, [key]), f'unknown field "{key}"', "FieldValueNotSupported")
-            for key in instance
-            if key not in declared and not any(p.search(key) for p in patterns)
+            for key in additional_properties(instance, parent)
         ]
     if keyword == "type":
         wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
@@ -130,5 +127,5 @@ def _field(base: str, parts: Iterable[Any]) -> str:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str)
+    text = goformat.bad_value(value)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -8,18 +8,19 @@ full validator (that costs a second look), but it must never accept what the ful
 
 fastjsonschema implements Draft 07, not Draft 2020-12 with Kubernetes' OpenAPI dialect.  A schema is compiled
 only when every keyword in it means the same in both, or means the same once rewritten here: ``nullable`` and
-``x-kubernetes-int-or-string`` become plain types.  Any other keyword (``$ref``, ``uniqueItems``,
-``patternProperties``, …) leaves the schema with no compiled check, and every value goes to the full validator
-as before.  Which rewrite keeps which guarantee is said beside it below; the property test in
+``x-kubernetes-int-or-string`` become plain types, and a ``pattern`` becomes a format fastjsonschema calls
+back for, matched as Go matches it, as the full validator does (:mod:`shared.patterns`).  Any other keyword
+(``$ref``, ``uniqueItems``, ``patternProperties``, …) leaves the schema with no compiled check, and every value
+goes to the full validator as before.  Which rewrite keeps which guarantee is said beside it below; the property test in
 ``tests/unit/test_schema_compiled.py`` holds the compiled check to the full validator on generated values.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from shared import patterns
 from shared.bodies import JSON
 from shared.schema.dialect import is_int_or_string_any_of
 
@@ -41,8 +42,6 @@ _SAME = frozenset({
     "minItems", "maxItems", "minProperties", "maxProperties",
 })
 _TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
-#: Constructs under which a stricter match can accept more: negative lookarounds and conditionals.
-_NOT_MONOTONE = re.compile(r"\(\?(?:!|<!|\()")
 
 
 class _Unsupported(Exception):
@@ -54,14 +53,15 @@ def acceptor(schema: JSON) -> Acceptor | None:
 
     None when the schema uses a keyword the check cannot keep exactly, or fastjsonschema cannot compile it.
     """
+    matchers = _Matchers()
     try:
-        rewritten = {"$schema": _DRAFT_07, **_node(schema)}
+        rewritten = {"$schema": _DRAFT_07, **_node(schema, matchers)}
     except _Unsupported:
         return None
     import fastjsonschema  # here, on the first write, not in every start-up (15 ms)
 
     try:
-        check = fastjsonschema.compile(rewritten, use_default=False, use_formats=False)
+        check = fastjsonschema.compile(rewritten, formats=matchers.by_format, use_default=False)
     # A schema fastjsonschema cannot compile (it raises more than its own exception types) has no compiled check.
     except Exception:
         return None
@@ -77,7 +77,29 @@ def acceptor(schema: JSON) -> Acceptor | None:
     return accepts
 
 
-def _node(node: Any) -> JSON:
+class _Matchers:
+    """The patterns of one schema, each as a format fastjsonschema calls: ``format`` is otherwise dropped, so
+    the only formats the compiled check knows are these."""
+
+    def __init__(self) -> None:
+        self.by_format: dict[str, Callable[[Any], bool]] = {}
+        self._names: dict[str, str] = {}
+
+    def format_for(self, pattern: Any) -> str:
+        if not isinstance(pattern, str):
+            raise _Unsupported(f"pattern {pattern!r}")
+        name = self._names.get(pattern)
+        if name is None:
+            try:
+                search = patterns.matcher(pattern)  # its match is truthy, its None falsy: what a format returns
+            except ValueError as exc:
+                raise _Unsupported(str(exc)) from None
+            name = self._names[pattern] = f"pattern-{len(self._names)}"
+            self.by_format[name] = search  # type: ignore[assignment]
+        return name
+
+
+def _node(node: Any, matchers: _Matchers) -> JSON:
     if not isinstance(node, dict):
         raise _Unsupported("a boolean schema")
     out: JSON = {}
@@ -91,19 +113,19 @@ def _node(node: Any) -> JSON:
         elif key == "type":
             out[key] = _type(value)
         elif key == "pattern":
-            out[key] = _pattern(value)
+            out["format"] = matchers.format_for(value)
         elif key in ("enum", "const"):
             out[key] = _literal(key, value)
         elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: _node(sub) for name, sub in value.items()}
+            out[key] = {name: _node(sub, matchers) for name, sub in value.items()}
         elif key == "additionalProperties":
-            out[key] = value if isinstance(value, bool) else _node(value)
+            out[key] = value if isinstance(value, bool) else _node(value, matchers)
         elif key == "items" and isinstance(value, dict):
-            out[key] = _node(value)
+            out[key] = _node(value, matchers)
         elif key in ("allOf", "anyOf", "oneOf") and isinstance(value, list):
-            out[key] = [_node(branch) for branch in value]
+            out[key] = [_node(branch, matchers) for branch in value]
         elif key == "not":
-            out[key] = _node(value)
+            out[key] = _node(value, matchers)
         else:
             raise _Unsupported(key)
     return _dialect(node, out)
@@ -133,14 +155,6 @@ def _type(value: Any) -> Any:
     names = value if isinstance(value, list) else [value]
     if not names or any(name not in _TYPES for name in names):
         raise _Unsupported(f"type {value!r}")
-    return value
-
-
-def _pattern(value: Any) -> str:
-    # fastjsonschema anchors ``$`` at the very end (``\Z``), which matches less than Python's ``$``: stricter,
-    # unless the anchor sits where matching less accepts more.
-    if not isinstance(value, str) or _NOT_MONOTONE.search(value):
-        raise _Unsupported(f"pattern {value!r}")
     return value
 
 

@@ -1,7 +1,8 @@
 """Kubernetes' OpenAPI dialect of JSON schema, on top of jsonschema's Draft 2020-12.
 
 Definitions write schemas the way CRDs do: Draft 2020-12 keywords plus OpenAPI 3.0 forms
-(``nullable``, boolean ``exclusiveMinimum``) and Kubernetes extensions (``x-kubernetes-int-or-string``).
+(``nullable``, boolean ``exclusiveMinimum``) and Kubernetes extensions (``x-kubernetes-int-or-string``), with
+every regular expression read as Go's (:mod:`shared.patterns`), as kube-apiserver reads a CRD's ``pattern``.
 :data:`Validator` understands those keywords, :func:`to_jsonschema` rewrites the forms the
 meta-schema would reject, and :func:`refs` / :func:`resolve_pointer` walk local references.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
+from shared import patterns
 from shared.bodies import JSON
 
 _BASE_TYPE = Draft202012Validator.VALIDATORS["type"]
@@ -70,9 +72,51 @@ def _int_or_string(
         yield ValidationError("must be an integer or a string")
 
 
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and not patterns.search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, by_pattern: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not isinstance(instance, dict):
+        return
+    for pattern, subschema in by_pattern.items():
+        for key, value in instance.items():
+            if patterns.search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def additional_properties(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """The keys of ``instance`` neither ``properties`` nor ``patternProperties`` of ``schema`` name."""
+    declared = schema.get("properties") or {}
+    by_pattern = schema.get("patternProperties") or {}
+    return [
+        key for key in instance
+        if key not in declared and not any(patterns.search(pattern, key) for pattern in by_pattern)
+    ]
+
+
+def _additional_properties(
+    validator: Any, extra: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if not isinstance(instance, dict):
+        return
+    extras = additional_properties(instance, schema)
+    if isinstance(extra, dict):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif extra is False and extras:
+        yield ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, sorted(extras)))})")
+
+
 Validator = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
-    {"type": _type, "enum": _enum, "anyOf": _any_of, "x-kubernetes-int-or-string": _int_or_string},
+    {
+        "type": _type, "enum": _enum, "anyOf": _any_of, "x-kubernetes-int-or-string": _int_or_string,
+        "pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties,
+    },
 )
 
 

@@ -17,10 +17,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, UnknownType
 from referencing.exceptions import Unresolvable
 
+from shared import patterns
 from shared.api.errors import Cause, field_cause
 from shared.bodies import JSON
 from shared.kept import KeptPerObject
@@ -45,21 +46,34 @@ def parse_schema(text: str) -> JSON:
     return value
 
 
+def _go_regex(instance: Any) -> bool:
+    if isinstance(instance, str):
+        patterns.compiled(instance)  # raises ValueError saying why Go's regexp refuses it
+    return True
+
+
+#: The meta-schema's formats, with ``regex`` (every ``pattern`` and ``patternProperties`` key) read as Go's.
+_SCHEMA_FORMATS = FormatChecker()
+_SCHEMA_FORMATS.checks("regex", raises=ValueError)(_go_regex)
+
+
 def schema_error(schema: Any) -> str | None:
     """Why ``schema`` cannot be used to validate values, or None when it can.
 
     Checks the Draft 2020-12 meta-schema (after mapping the OpenAPI 3.0 forms), that every
-    ``pattern`` compiles, and that every ``$ref`` points inside the document: a remote reference
-    would make validation depend on the network.
+    ``pattern`` compiles as a Go regular expression (as kube-apiserver requires of a CRD's), and
+    that every ``$ref`` points inside the document: a remote reference would make validation
+    depend on the network.
     """
     if not isinstance(schema, dict):
         return f"a schema must be a JSON object, got {_json_type(schema)}"
     normalized = to_jsonschema(schema)
     try:
-        Draft202012Validator.check_schema(normalized)
+        Draft202012Validator.check_schema(normalized, format_checker=_SCHEMA_FORMATS)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path)
-        return f"not a valid JSON schema{' at ' + where if where else ''}: {exc.message}"
+        why = str(exc.cause) if exc.validator == "format" and exc.cause is not None else exc.message
+        return f"not a valid JSON schema{' at ' + where if where else ''}: {why}"
     for ref in refs(schema):
         if not ref.startswith("#"):
             return f"$ref {ref!r} is not supported: only references inside the schema are allowed"

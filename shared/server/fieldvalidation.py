@@ -6,11 +6,10 @@ which fails whatever the mode.  Checked against kube-apiserver in tests/contract
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from shared.admission.cluster import add_warning
-from shared.api import errors
+from shared.api import errors, goformat
 from shared.bodies import JSON
 from shared.schema.pruning import prune_unknown, unknown_fields
 from shared.server.call import Call
@@ -45,8 +44,7 @@ def known_fields(call: Call, obj: JSON, patched_view: Callable[[], JSON] | None 
 def strict_patch_error(patched: JSON, reason: str) -> errors.ApiError:
     """kube's 422 for a patch whose result has unknown fields: the patched object, as Go writes JSON."""
     shown = {k: v for k, v in patched.items() if not (k == "status" and not v)}
-    text = json.dumps(shown, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    quoted = json.dumps(text, ensure_ascii=False)
+    quoted = goformat.quote(goformat.marshal(shown))
     message = f"Invalid value: {quoted}: {reason}"
     return errors.ApiError(422, "Invalid", f' "" is invalid: patch: {message}',
                            details={"causes": [{"reason": "FieldValueInvalid", "message": message, "field": "patch"}]})

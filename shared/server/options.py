@@ -7,13 +7,12 @@ what kubectl prints for built-in kinds too.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from multidict import MultiMapping
 
-from shared.api import errors, selectors
+from shared.api import errors, goformat, selectors
 from shared.api.rest import ListOptions, WriteOptions
 
 Query = MultiMapping[str]
@@ -93,7 +92,7 @@ def _dry_run(values: Iterable[object], options_kind: str) -> bool:
     values = list(values)
     bad = [v for v in values if v != "All"]
     if bad:
-        shown = json.dumps(bad)
+        shown = goformat.marshal(bad)
         raise options_invalid(options_kind, "dryRun", f'Unsupported value: {shown}: supported values: "All"')
     return bool(values)
 

@@ -42,7 +42,8 @@ LABEL_SELECTORS = ("", "app=x", "app!=x", "tier", "!tier", "app in (x,y)", "app 
                    "example.com/team=y")
 FIELD_SELECTORS = ("", "metadata.name=a", "metadata.name!=b", "metadata.namespace={ns}",
                    "metadata.name=a,metadata.namespace={ns}")
-QUANTITIES = ("1Gi", "10Gi", "500m", "2", 1, 3, "0.5", "x1")
+#: Quantities, with one a Go pattern refuses and Python's ``$`` would let through (a final newline).
+QUANTITIES = ("1Gi", "10Gi", "500m", "2", 1, 3, "0.5", "x1", "1Gi\n")
 #: Finalizers: domain-qualified, two kube-apiserver warns about (no domain; a dot but no path), one it knows,
 #: and one that is no qualified name (refused).
 FINALIZERS = ("example.com/hold", "example.com/also", "plain", "dotted.name", "orphan", "Not Valid")
@@ -79,7 +80,7 @@ def value(node: JSON, depth: int = 0) -> st.SearchStrategy[Any]:
     if kind == "boolean":
         return _limited(st.booleans(), node)
     if kind == "string":
-        choices = ["", "x", "eu-west-1", "10.1.0.0/16"]
+        choices = ["", "x", "eu-west-1", "10.1.0.0/16", "10.1.0.0/16\n"]
         if isinstance(node.get("default"), str):
             choices.append(node["default"])
         return _limited(st.sampled_from(choices), node)

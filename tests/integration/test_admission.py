@@ -31,6 +31,7 @@ from tests.oracle_kinds import (
     definition,
     ensure_namespace,
     fixtures,
+    wait_refused,
 )
 
 pytestmark = pytest.mark.integration
@@ -129,14 +130,8 @@ def test_a_rule_that_does_not_compile_rejects_only_its_definition(ours: Target, 
                                                                  control_plane: Cluster) -> None:
     assert ours.stack is not None
     broken = definition(ours.stack, "Broken", "brokens", BROKEN_SCHEMA)
-    kubectl(control_plane, "apply", "-f", "-", input=json.dumps(broken))
     try:
-        def condition() -> JSON | None:
-            found = get_json(control_plane, ours.stack.definition_resource, broken["metadata"]["name"])  # type: ignore[union-attr]
-            return next((c for c in (found.get("status") or {}).get("conditions") or []
-                         if c["type"] == "Accepted" and c["status"] == "False"), None)
-
-        accepted = wait_for(condition, "the broken definition to be refused", timeout=60)
+        accepted = wait_refused(control_plane, ours.stack, broken)
         assert accepted["reason"] == "InvalidSchema"
         # The same path kube-apiserver gives for the CRD's schema.
         status, refused = api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",

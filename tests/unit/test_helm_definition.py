@@ -166,6 +166,7 @@ def test_prefix_too_long() -> None:
 def test_prefix_pattern_and_empty_prefix() -> None:
     assert acceptance(make(load("redis"), spec__release__prefix=""), []).accepted
     assert acceptance(make(load("redis"), spec__release__prefix="Redis_"), []).reason == "InvalidRelease"
+    assert acceptance(make(load("redis"), spec__release__prefix="redis-\n"), []).reason == "InvalidRelease"
 
 
 @pytest.mark.parametrize(
@@ -173,6 +174,7 @@ def test_prefix_pattern_and_empty_prefix() -> None:
     [
         ("release.cozystack.io/helm-install-timeout", "15 minutes"),
         ("release.cozystack.io/helm-upgrade-timeout", "10us"),
+        ("release.cozystack.io/helm-upgrade-timeout", "10m\n"),
         ("release.cozystack.io/helm-install-disable-wait", "yes"),
     ],
 )
@@ -184,7 +186,8 @@ def test_bad_release_annotations(key: str, value: str) -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("kind", "postgres"), ("kind", "Post-gres"), ("plural", "Redises"), ("singular", "re_dis")],
+    [("kind", "postgres"), ("kind", "Post-gres"), ("kind", "Redis\n"), ("plural", "Redises"), ("plural", "redises\n"),
+     ("singular", "re_dis")],
 )
 def test_invalid_names(field: str, value: str) -> None:
     d = make(load("redis"), **{f"spec__application__{field}": value})

@@ -32,7 +32,7 @@ DATA_TABLES = frozenset({
 #: The floors of ``shared``, lowest first; the names are its top-level modules and packages.  Packages on one
 #: floor do not import each other.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("bodies", "lazy_imports", "kept"),  # the JSON alias and encoder; the import hook; values kept per live object
+    ("bodies", "lazy_imports", "kept", "patterns"),  # JSON; the import hook; values kept per object; Go regexps
     ("api",),  # Kubernetes API conventions as plain data
     ("schema", "client"),  # definition schemas; the kube-apiserver client side
     ("security", "admission"),  # TLS, authentication, authorization; admission as kube-apiserver runs it

@@ -52,6 +52,15 @@ BOUNDS = {"type": "object", "additionalProperties": False, "required": ["n"], "p
     "k": {"const": "fixed"},
     "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
 }}
+#: Patterns Python's re reads otherwise than Go's regexp (and so the full validator, shared.patterns).
+PATTERNS = {"type": "object", "properties": {
+    "end": {"type": "string", "pattern": "^[0-9]+$"},
+    "digits": {"type": "string", "pattern": "^\\d+$"},
+    "word": {"type": "string", "pattern": "^\\w+$"},
+    "space": {"type": "string", "pattern": "^\\s*$"},
+    "posix": {"type": "string", "pattern": "^[[:alpha:]]+$"},
+    "twice": {"allOf": [{"pattern": "^[0-9]+$"}, {"pattern": "^\\d+$"}]},
+}}
 #: Each holds one keyword the compiled check cannot keep; the full validator answers every value.
 UNSUPPORTED = [
     {"type": "array", "uniqueItems": True},
@@ -69,6 +78,7 @@ UNSUPPORTED = [
 ATOMS = st.sampled_from([
     None, True, False, 0, 1, -1, 1.0, 2.5, 3, 10, 10.5, 11, "", "a", "ab", "abc", "abcd", "A", "a\n", "ab\n", "12",
     "12\n", "x", "y", "fixed", "fixed\n", "10.0.0.0/16", "10.0.0.0/16\n", "eu-west-1", "é", [], {},
+    "\u0661\u0662", " ", "\u00a0", "a:",
 ])
 
 
@@ -103,7 +113,8 @@ def _samples() -> list[tuple[str, Any]]:
     return found
 
 
-SCHEMAS = [("nullable", NULLABLE), ("int-or-string", INT_OR_STRING), ("bounds", BOUNDS), *_samples()]
+SCHEMAS = [("nullable", NULLABLE), ("int-or-string", INT_OR_STRING), ("bounds", BOUNDS), ("patterns", PATTERNS),
+           *_samples()]
 
 
 def _full_errors(schema: Any, value: Any) -> list[Any]:
@@ -127,6 +138,7 @@ def test_what_the_compiled_check_accepts_the_full_validator_accepts(name: str, s
     (INT_OR_STRING, {"port": 80, "size": "1Gi", "maybe": None, "bounded": 5, "off": "o"}),
     (INT_OR_STRING, {"port": "8080", "size": 3, "maybe": 1.0, "bounded": "b"}),
     (BOUNDS, {"n": 0.5, "s": "ab", "l": [True], "m": {"a": 1}, "o": 2.5, "no": 1, "k": "fixed", "free": {"a": [1]}}),
+    (PATTERNS, {"end": "12", "digits": "12", "word": "ab_1", "space": " ", "posix": "abc", "twice": "7"}),
 ])
 def test_the_compiled_check_accepts_valid_values(schema: Any, value: Any) -> None:
     assert _full_errors(schema, value) == []
@@ -145,6 +157,10 @@ def test_the_compiled_check_accepts_valid_values(schema: Any, value: Any) -> Non
     (BOUNDS, {"n": 1, "k": "other"}),
     (BOUNDS, {"n": 1, "extra": 1}),
     (BOUNDS, {"n": True}),
+    (PATTERNS, {"end": "12\n"}),
+    (PATTERNS, {"digits": "\u0661\u0662"}),
+    (PATTERNS, {"posix": "a:"}),
+    (PATTERNS, {"twice": "\u0661"}),
 ])
 def test_values_the_full_validator_rejects_are_not_accepted(schema: Any, value: Any) -> None:
     assert _full_errors(schema, value) != []

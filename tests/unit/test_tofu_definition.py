@@ -266,6 +266,11 @@ def test_prefix_length() -> None:
     assert verdict.reason == "InvalidRelease"
 
 
+def test_a_final_newline_is_no_part_of_a_name() -> None:
+    assert acceptance(make(load("vpc"), spec__release__prefix="vpc-\n"), []).reason == "InvalidRelease"
+    assert acceptance(make(load("vpc"), spec__application__kind="VPC\n"), []).reason == "InvalidNames"
+
+
 def test_variable_names_snake_case_fixture() -> None:
     d = TofuApplicationDefinition.from_object(load("vpc"))
     assert acceptance(d, []).accepted

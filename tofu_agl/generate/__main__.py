@@ -32,7 +32,7 @@ def plural_of(singular: str) -> str:
 
 
 def _kind(value: str) -> str:
-    if not _KIND.match(value):
+    if not _KIND.fullmatch(value):
         raise argparse.ArgumentTypeError("must start with an upper-case letter, then letters and digits")
     return value
 

@@ -1,0 +1,63 @@
+"""Values printed as kube-apiserver prints them in its messages: Go's ``%q`` and ``encoding/json``.
+
+A field error shows its bad value with ``%q`` when it is a string (``strconv.Quote``: printable characters as they
+are, any Unicode letter or digit included, the rest escaped Go's way) and as ``json.Marshal`` writes it otherwise
+(``<``, ``>`` and ``&`` escaped for HTML, map keys sorted).  Python's ``json.dumps`` differs in both, so a message
+built with it reads ``"\\u0661"`` where kube-apiserver's reads the digit itself.  Neither Go format has a Python
+library, so both are written here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["bad_value", "marshal", "quote"]
+
+_NAMED = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+#: What encoding/json escapes that Python's encoder writes as it is.
+_HTML_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                            "\u2029": "\\u2029"})
+
+
+def quote(text: str) -> str:
+    """``text`` as Go's ``strconv.Quote`` writes it.
+
+    Python's ``isprintable`` excludes the categories Go's ``IsPrint`` does (other and separator, the ASCII space
+    aside); the two follow their own Unicode versions, so a character only the newer one assigns may differ.
+    """
+    out = ['"']
+    for char in text:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        elif char in _NAMED:
+            out.append(_NAMED[char])
+        elif 0xD800 <= ord(char) <= 0xDFFF:
+            out.append("\ufffd")  # Go's JSON decoder turns a lone surrogate into the replacement character
+        elif ord(char) < 0x20 or char == "\x7f":
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) < 0x10000:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def marshal(value: Any, *, sort_keys: bool = True) -> str:
+    """``value`` as Go's ``json.Marshal`` writes it (maps sorted by key, as Go sorts them; a struct's fields are
+    in its own order, so pass ``sort_keys=False`` with the keys already in that order)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys).translate(_HTML_SAFE)
+
+
+def bad_value(value: Any) -> str:
+    """A field error's bad value, as ``field.Error.ErrorBody`` prints it."""
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return marshal(value)

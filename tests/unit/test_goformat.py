@@ -1,0 +1,43 @@
+"""shared.api.goformat: bad values printed as Go prints them (``strconv.Quote``, ``json.Marshal``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.api import goformat
+
+
+@pytest.mark.parametrize(("text", "quoted"), [
+    ("abc", '"abc"'),
+    ("\u0661\u0662", '"\u0661\u0662"'),  # printable: as it is (json.dumps writes \\u0661)
+    ("\u00e9t\u00e9", '"\u00e9t\u00e9"'),
+    ('say "hi" \\ bye', '"say \\"hi\\" \\\\ bye"'),
+    ("a\nb\tc\r\a\b\f\v", '"a\\nb\\tc\\r\\a\\b\\f\\v"'),
+    ("\x00\x1f\x7f", '"\\x00\\x1f\\x7f"'),  # json.dumps writes \\u0000 and leaves DEL as it is
+    ("\u00a0\u2028\u200b", '"\\u00a0\\u2028\\u200b"'),  # separators and format characters are not printable
+    ("\U000e0001", '"\\U000e0001"'),
+    ("<&>", '"<&>"'),
+])
+def test_quote_is_strconv_quote(text: str, quoted: str) -> None:
+    assert goformat.quote(text) == quoted
+
+
+@pytest.mark.parametrize(("value", "marshalled"), [
+    ({"b": 1, "a": ["x", None, True]}, '{"a":["x",null,true],"b":1}'),
+    (["<a&b>", "\u00e9", "\u2028"], '["\\u003ca\\u0026b\\u003e","\u00e9","\\u2028"]'),
+])
+def test_marshal_is_encoding_json(value: Any, marshalled: str) -> None:
+    assert goformat.marshal(value) == marshalled
+
+
+def test_marshal_keeps_a_structs_order_when_asked() -> None:
+    assert goformat.marshal({"name": "n", "kind": "k"}, sort_keys=False) == '{"name":"n","kind":"k"}'
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("x\n", '"x\\n"'), (True, "true"), (3, "3"), (["a"], '["a"]'), ({"k": "<"}, '{"k":"\\u003c"}'), (None, "null"),
+])
+def test_a_bad_value_is_printed_as_error_body_prints_it(value: Any, shown: str) -> None:
+    assert goformat.bad_value(value) == shown
