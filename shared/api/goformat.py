@@ -10,9 +10,10 @@ library, so both are written here.
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["bad_value", "marshal", "quote"]
+__all__ = ["bad_value", "float_value", "marshal", "quote"]
 
 _NAMED = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 #: What encoding/json escapes that Python's encoder writes as it is.
@@ -52,6 +53,27 @@ def marshal(value: Any, *, sort_keys: bool = True) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys).translate(_HTML_SAFE)
 
 
+def float_value(value: float) -> str:
+    """``value`` as Go's ``%v`` prints a float64: the shortest digits that read back, in exponent form when the
+    exponent is below -4 or 6 and above (``1e+06``, ``1.5e-05``), else without one and without a trailing ``.0``."""
+    if value == 0:
+        return "-0" if str(value).startswith("-") else "0"
+    sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)  # a finite float: JSON carries no NaN or infinity
+    point = len(digit_tuple) + exponent  # where the decimal point falls in the digits
+    digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+    minus = "-" if sign else ""
+    power = point - 1
+    if power < -4 or power >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{minus}{mantissa}e{'+' if power >= 0 else '-'}{abs(power):02d}"
+    if point <= 0:
+        return f"{minus}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return f"{minus}{digits}{'0' * (point - len(digits))}"
+    return f"{minus}{digits[:point]}.{digits[point:]}"
+
+
 def bad_value(value: Any) -> str:
     """A field error's bad value, as ``field.Error.ErrorBody`` prints it."""
     if isinstance(value, str):
@@ -60,4 +82,6 @@ def bad_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return float_value(value)
     return marshal(value)

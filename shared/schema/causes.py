@@ -48,7 +48,8 @@ def from_error(error: ValidationError, path: str) -> list[Cause]:
         ]
     if keyword in ("enum", "const"):
         allowed = expected if keyword == "enum" and isinstance(expected, list) else [expected]
-        supported = ", ".join(_show(v) for v in allowed)
+        # Each allowed value as text (JSON unless a string), then quoted: apiextensions' NotSupported.
+        supported = ", ".join(goformat.quote(v if isinstance(v, str) else goformat.marshal(v)) for v in allowed)
         return [
             field_cause(
                 field,

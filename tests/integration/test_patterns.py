@@ -3,7 +3,8 @@
 kube-apiserver matches a CRD's ``pattern``, and checks names, label values and finalizers, with Go's regexp;
 Python's ``re`` reads the same text otherwise (a final newline before ``$``, Unicode ``\\d`` and ``\\w``, POSIX
 classes, lookarounds).  Each stack serves a ``Patterned`` kind; the same requests go to it and to the CRD, and a
-refused one must be refused alike and leave no backing object.
+refused one must be refused alike (the bad value printed as Go prints it: ``%q``, and ``%v`` for a number) and
+leave no backing object.
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ SCHEMA: JSON = {"type": "object", "properties": {
     "word": {"type": "string", "pattern": "^\\w+$"},
     "letters": {"type": "string", "pattern": "^[[:alpha:]]+$"},
     "unicode": {"type": "string", "pattern": "^\\pL+\\z"},
+    "replicas": {"type": "integer", "maximum": 9},
+    "ratio": {"type": "number", "minimum": 0.001, "maximum": 1000},
+    "level": {"type": "integer", "enum": [1, 2]},
 }}
 
 oracle, ours = fixtures(Kind("Patterned", "patterneds", "patterns.example", SCHEMA))
 
-#: (field, value, kube-apiserver's answer to a create); each refused value is one Python's re would accept, or
+#: (field, value, kube-apiserver's answer to a create); each refused string is one Python's re would accept, or
 #: the other way round.
 CASES = [
     ("port", "8080", 201), ("port", "8080\n", 422),
@@ -49,6 +53,9 @@ CASES = [
     ("word", "ab_1", 201), ("word", "\u00e9", 422),
     ("letters", "abc", 201), ("letters", "a:", 422),
     ("unicode", "\u00e9t\u00e9", 201), ("unicode", "\u00e9t\u00e9\n", 422),
+    # Numbers in the message as Go's %v prints a float64 (10, 1.2345675e+06, 1e-05), not as Python does.
+    ("replicas", 10.0, 422), ("ratio", 1234567.5, 422), ("ratio", 0.00001, 422), ("ratio", 2.5, 201),
+    ("level", 3, 422),  # supported values quoted, numbers too: "1", "2"
 ]
 
 
@@ -58,7 +65,7 @@ def _namespace(api: Api, ours: Target) -> str:
 
 @pytest.mark.parametrize(("field", "value", "code"), CASES)
 def test_a_value_is_matched_as_kube_apiserver_matches_it(ours: Target, oracle: Target, api: Api, field: str,
-                                                         value: str, code: int) -> None:
+                                                         value: Any, code: int) -> None:
     namespace, name = _namespace(api, ours), f"{field}-{CASES.index((field, value, code))}"
     mine, theirs = both(ours, oracle, lambda t: t.create(namespace, name, {field: value}))
     assert theirs[0] == code, theirs

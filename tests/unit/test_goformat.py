@@ -41,3 +41,13 @@ def test_marshal_keeps_a_structs_order_when_asked() -> None:
 ])
 def test_a_bad_value_is_printed_as_error_body_prints_it(value: Any, shown: str) -> None:
     assert goformat.bad_value(value) == shown
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (10.0, "10"), (2.5, "2.5"), (1e6, "1e+06"), (1234567.5, "1.2345675e+06"), (100000.0, "100000"),
+    (0.0001, "0.0001"), (1e-05, "1e-05"), (-3.25, "-3.25"), (1e21, "1e+21"), (0.0, "0"), (-0.0, "-0"),
+    (5e-324, "5e-324"),
+])
+def test_a_float_is_printed_as_go_prints_a_float64(value: float, shown: str) -> None:
+    assert goformat.float_value(value) == shown
+    assert goformat.bad_value(value) == shown
