@@ -44,15 +44,16 @@ def label_and_annotation_causes(meta: Mapping[str, Any], stored_key: Callable[[s
             causes.append(field_cause(path, "Invalid value: must be a map of strings", "FieldValueTypeInvalid"))
             continue
         for key, value in entries.items():
-            key, shown = str(key), goformat.quote(str(key))
+            key = str(key)
             # kube-apiserver checks an annotation's key in lower case, a label's as written.
             written = qualified_name_errors(key if is_label else key.lower())
-            causes += [field_cause(path, f"Invalid value: {shown}: {why}") for why in written]
+            causes += [field_cause(path, f"Invalid value: {goformat.quote(key)}: {why}") for why in written]
             stored = stored_key(key)
             if not written and (why := selectors.label_key_error(stored)) is not None:
-                causes.append(field_cause(path, f"Invalid value: {shown}: {why} (stored as {goformat.quote(stored)})"))
+                causes.append(field_cause(path, f"Invalid value: {goformat.quote(key)}: {why} "
+                                                f"(stored as {goformat.quote(stored)})"))
             if not isinstance(value, str):
-                causes.append(field_cause(path, f"Invalid value: {shown}: value must be a string",
+                causes.append(field_cause(path, f"Invalid value: {goformat.quote(key)}: value must be a string",
                                           "FieldValueTypeInvalid"))
             elif is_label:
                 causes += [field_cause(path, f"Invalid value: {goformat.quote(value)}: {why}")
