@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,13 +109,19 @@ def stop(cluster: Cluster, service: Service) -> None:
 
 
 def restart(cluster: Cluster, service: Service, *, python: str = sys.executable,
-            extra_args: tuple[str, ...] = ()) -> tuple[Running, float]:
+            extra_args: tuple[str, ...] = (), while_stopped: Callable[[], None] | None = None,
+            ) -> tuple[Running, float]:
     """Stop the running ``service`` and start a new process on the same port, without waiting for it: the
     APIService stays as registered. Returns the new process and the ``time.monotonic()`` just before it
-    started, from which a caller times the start-up (the benchmarks' ``startup_s``)."""
+    started, from which a caller times the start-up (the benchmarks' ``startup_s``).
+
+    ``while_stopped`` runs after the old process exited and before the new one starts: a test changes there what
+    no process of the service may see happen."""
     record = _record(cluster, service)
     data = json.loads(record.read_text())
     processes.terminate(data["pid"], grace=10)
+    if while_stopped is not None:
+        while_stopped()
     log_file = Path(data["log"])
     started = time.monotonic()
     proc = launch(cluster, service, port=data["port"], log_file=log_file, python=python, extra_args=extra_args)
