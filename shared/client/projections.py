@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from shared.api import selectors
-from shared.bodies import JSON, Encoded, dumps, loads
+from shared.bodies import JSON, Encoded, collector_paused, dumps, loads
 from shared.client.informer import Cached, Informer, Key, Packed, Packer, parse_rv
 
 #: Backing object -> the user's object, or None when the backing object is not one.
@@ -70,18 +70,23 @@ class Projections:
 
     def select(self, entries: Sequence[Cached], label_selector: selectors.Selector,
                field_selector: Sequence[selectors.FieldRequirement]) -> list[Encoded]:
-        """The projections of ``entries`` that match both selectors (read from the user's object), in order."""
+        """The projections of ``entries`` that match both selectors (read from the user's object), in order.
+
+        With the cyclic collector paused: the projections made here hold no cycles, and as thousands of them
+        survive its young passes they set off full ones over the whole cache (12 % of the service's CPU for a list of
+        50 000 Applications, round 30 of the performance notes)."""
         items = []
-        for entry in entries:
-            encoded = self.encoded(entry)
-            if encoded is None:
-                continue
-            if label_selector or field_selector:
-                projected = loads(encoded.raw)
-                if not (selectors.matches(label_selector, projected["metadata"].get("labels") or {})
-                        and selectors.field_matches(field_selector, projected)):
+        with collector_paused():
+            for entry in entries:
+                encoded = self.encoded(entry)
+                if encoded is None:
                     continue
-            items.append(encoded)
+                if label_selector or field_selector:
+                    projected = loads(encoded.raw)
+                    if not (selectors.matches(label_selector, projected["metadata"].get("labels") or {})
+                            and selectors.field_matches(field_selector, projected)):
+                        continue
+                items.append(encoded)
         self._forget_deleted()
         return items
 

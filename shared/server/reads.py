@@ -9,7 +9,7 @@ from shared.api.rest import Storage
 from shared.bodies import JSON, Encoded, plain
 from shared.server.call import Call
 from shared.server.requestinfo import Output
-from shared.server.responses import json_response
+from shared.server.responses import json_response, list_response
 
 
 async def get(call: Call) -> web.Response:
@@ -19,7 +19,7 @@ async def get(call: Call) -> web.Response:
 
 async def list_(call: Call) -> web.Response:
     lst = await call.storage.list(call.ctx, call.info.target.namespace, call.info.list_options)
-    return json_response(_render(call.storage, lst, call.info.output, many=True))
+    return list_response(_render(call.storage, lst, call.info.output, many=True))
 
 
 def _render(storage: Storage, body: JSON | Encoded, output: Output, *, many: bool) -> JSON | Encoded:

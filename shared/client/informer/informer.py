@@ -42,7 +42,7 @@ from .packing import Key, Packed, Packer, key_of, parse_rv, parsed_rv_or_zero, r
 from .reflector import ListFn, Reflector, WatchFn
 from .relist import ADDED, DELETED, MODIFIED, Reset, relist_changes
 from .source import ProbeFn, Source, kube_source
-from .store import Cached, Entry, Lookup, Store
+from .store import Cached, Lookup, Store
 from .transforms import CacheShape, Transform
 
 log = logging.getLogger(__name__)
@@ -339,7 +339,7 @@ class Informer:
         if type_ == DELETED:
             self._store.remove(key)
         else:
-            self._store.put(key, Entry(rv, packed))
+            self._store.put(key, Cached(key, rv, packed))
         self._record(Record(rv, type_, packed, key, before.packed if before is not None else None))
         self._store.advance(text, rv)
 
@@ -373,22 +373,22 @@ class Informer:
         self._fanout.broadcast(BOOKMARK, self._bookmark_object(text), list_rv)
         self._store.advance(text, list_rv)
 
-    def _entries_of(self, items: list[Any]) -> dict[Key, Entry]:
+    def _entries_of(self, items: list[Any]) -> dict[Key, Cached]:
         if self._keeps_listed:
             return {key: entry for key, entry in items if entry is not None}
-        fresh: dict[Key, Entry] = {}
+        fresh: dict[Key, Cached] = {}
         for item in items:
             key, entry = self._entry_of(item)
             if entry is not None:
                 fresh[key] = entry
         return fresh
 
-    def _listed(self, item: JSON, page: JSON) -> tuple[Key, Entry | None]:
+    def _listed(self, item: JSON, page: JSON) -> tuple[Key, Cached | None]:
         """A listed item as the cache keeps it, made as its page arrives (see ``keep`` of the source)."""
         self._list_meta = {"kind": page.get("kind"), "apiVersion": page.get("apiVersion")}
         return self._entry_of(item)
 
-    def _listed_encoded(self, item: RawObject, page: JSON) -> tuple[Key, Entry | None]:
+    def _listed_encoded(self, item: RawObject, page: JSON) -> tuple[Key, Cached | None]:
         """:meth:`_listed` of an item whose fields are still encoded: only its metadata is decoded."""
         self._list_meta = {"kind": page.get("kind"), "apiVersion": page.get("apiVersion")}
         meta = rawlist.fields(item.get("metadata"))
@@ -400,9 +400,9 @@ class Informer:
         shape = self._transform
         encoded = shape.encoded(item, meta) if isinstance(shape, CacheShape) else rawlist.encode(item)
         rv = parsed_rv_or_zero(rawlist.text(meta.get("resourceVersion")))
-        return key, Entry(rv, self._packer.pack_encoded(encoded))
+        return key, Cached(key, rv, self._packer.pack_encoded(encoded))
 
-    def _entry_of(self, item: JSON) -> tuple[Key, Entry | None]:
+    def _entry_of(self, item: JSON) -> tuple[Key, Cached | None]:
         """(key, entry) of one listed item; no entry for the read fence, which is never kept."""
         key = key_of(item)
         if key == self._fence_key:
@@ -410,9 +410,9 @@ class Informer:
         self._fill_type(item)
         if self._transform is not None:
             item = self._transform(item)
-        return key, Entry(rv_or_zero(item), self._packer.pack(item))
+        return key, Cached(key, rv_or_zero(item), self._packer.pack(item))
 
-    def _restart(self, fresh: dict[Key, Entry], text: str, list_rv: int) -> None:
+    def _restart(self, fresh: dict[Key, Cached], text: str, list_rv: int) -> None:
         """Hold ``fresh`` as listed at ``list_rv``, with no history before it."""
         self._store.replace(fresh)
         self._history.restart(list_rv)

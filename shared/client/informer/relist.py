@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from .history import Record
 from .packing import Key, Packer
-from .store import Entry
+from .store import Cached
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -19,7 +19,7 @@ class Reset(Exception):
     """The upstream state cannot be reconciled with the history; subscribers must list again."""
 
 
-def relist_changes(cached: Mapping[Key, Entry], fresh: Mapping[Key, Entry], last: int, list_rv: int,
+def relist_changes(cached: Mapping[Key, Cached], fresh: Mapping[Key, Cached], last: int, list_rv: int,
                    packer: Packer) -> list[Record]:
     """Synthetic events turning ``cached`` (current at ``last``) into ``fresh`` (listed at ``list_rv``).
 

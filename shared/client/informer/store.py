@@ -14,20 +14,21 @@ from typing import NamedTuple
 from .packing import Key, Packed
 
 
-class Entry(NamedTuple):
-    """One current object of the cache: its resourceVersion and its packed form."""
-
-    rv: int
-    packed: Packed
-
-
 class Cached(NamedTuple):
-    """One object of an :meth:`Informer.entries` answer, still packed: a reader that keeps
-    something derived from it can tell by ``rv`` whether that is still current without decoding it."""
+    """One current object of the cache: its key, its resourceVersion and its packed form.
+
+    The store keeps these and a list answers with the same tuples (:meth:`Store.cached`): a list of 50 000 made a
+    new tuple per object, and those allocations set off the cyclic collector over the whole cache (round 30 of
+    the performance notes). A reader that keeps something derived from one can tell by ``rv`` whether that is
+    still current without decoding it."""
 
     key: Key
     rv: int
     packed: Packed
+
+
+def _revision(entry: Cached) -> int:
+    return entry.rv
 
 
 class Lookup(NamedTuple):
@@ -42,7 +43,7 @@ class Store:
     """Objects by key, and the last resourceVersion seen (from a list, an event or a bookmark)."""
 
     def __init__(self) -> None:
-        self._objects: dict[Key, Entry] = {}
+        self._objects: dict[Key, Cached] = {}
         #: The keys in list order, kept between lists while no object is added or removed (None: sort again).
         self._order: list[Key] | None = None
         self.rv = ""
@@ -58,11 +59,11 @@ class Store:
     def __contains__(self, key: Key) -> bool:
         return key in self._objects
 
-    def objects(self) -> Mapping[Key, Entry]:
+    def objects(self) -> Mapping[Key, Cached]:
         """The objects by key, read-only (a relist compares them with its answer)."""
         return self._objects
 
-    def put(self, key: Key, entry: Entry) -> None:
+    def put(self, key: Key, entry: Cached) -> None:
         if key not in self._objects:
             self._order = None
         self._objects[key] = entry
@@ -71,17 +72,16 @@ class Store:
         if self._objects.pop(key, None) is not None:
             self._order = None
 
-    def replace(self, objects: dict[Key, Entry]) -> None:
+    def replace(self, objects: dict[Key, Cached]) -> None:
         """Hold exactly ``objects`` (a relist's answer)."""
         self._objects = objects
         self._order = None
 
-    def snapshot(self, keys: Callable[[Key], bool] | None = None) -> list[Entry]:
+    def snapshot(self, keys: Callable[[Key], bool] | None = None) -> list[Cached]:
         """Every object (those whose key ``keys`` accepts, when given), ordered by resourceVersion (the order a
         replay of them must keep)."""
-        if keys is None:
-            return sorted(self._objects.values())
-        return sorted(entry for key, entry in self._objects.items() if keys(key))
+        entries = self._objects.values() if keys is None else (e for key, e in self._objects.items() if keys(key))
+        return sorted(entries, key=_revision)
 
     def cached(self, namespace: str | None = None) -> list[Cached]:
         """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them.
@@ -93,7 +93,7 @@ class Store:
         order, objects = self._order, self._objects
         if namespace:
             order = order[bisect.bisect_left(order, (namespace, "")):bisect.bisect_left(order, (namespace + "\0", ""))]
-        return [Cached(key, (entry := objects[key]).rv, entry.packed) for key in order]
+        return [objects[key] for key in order]
 
     # ------------------------------------------------------------------ revision
 
