@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from shared.bodies import JSON
+from shared.server.responses import LIST_CHUNK_BYTES
 from tests.contract.stack import KIND, ORACLE_GROUP, ORACLE_NAMESPACE, Contract, Stack, selector
 
 #: Applications of the list tests: name -> labels.
@@ -119,6 +120,40 @@ def test_table_response(listed: Contract, stack: Stack) -> None:
     assert row["object"]["metadata"]["name"] == "list-a"
     code, plain = listed.api.request("GET", stack.path("list-a"))
     assert code == 200 and plain["kind"] == KIND, plain
+
+
+#: Applications of the large list: enough, with a padded annotation, for an answer of several chunks.
+LARGE = 160
+PAD = "x" * 2000
+
+
+def test_a_list_of_several_chunks_is_every_object_as_got(contract: Contract, stack: Stack) -> None:
+    """A list from the cache larger than a chunk (shared.server.responses.EncodedItems) arrives through
+    kube-apiserver whole: its Content-Length is its size, it is valid JSON, and its items are the objects, in
+    kube-apiserver's order, each exactly as a get of it answers."""
+    names = [f"large-{i:03d}" for i in range(LARGE)]
+    for name in names:
+        contract.create(name, {"size": 1}, labels={"batch": "large"}, annotations={"pad": PAD})
+    try:
+        request = urllib.request.Request(
+            f"{contract.api.cluster.server}{stack.collection}?labelSelector={selector('batch=large')}",
+            headers={"Accept": "application/json"})
+        with urllib.request.urlopen(request, timeout=60, context=contract.api.ctx) as response:
+            raw = response.read()
+            length = response.headers.get("Content-Length")
+        assert len(raw) > 2 * LIST_CHUNK_BYTES, len(raw)
+        assert length == str(len(raw)), (length, len(raw))
+        body = json.loads(raw)
+        assert body["kind"] == f"{KIND}List" and body["metadata"]["resourceVersion"], body["metadata"]
+        assert [item["metadata"]["name"] for item in body["items"]] == names
+        for item in body["items"]:
+            code, got = contract.api.request("GET", stack.path(item["metadata"]["name"]))
+            assert code == 200 and got == item, (code, item["metadata"]["name"])
+        out = contract.kubectl("get", stack.resource, "-l", "batch=large", "-o", "name").stdout.split()
+        assert [line.rsplit("/", 1)[1] for line in out] == names
+    finally:
+        code, _ = contract.api.request("DELETE", f"{stack.collection}?labelSelector={selector('batch=large')}")
+        assert code == 200
 
 
 # ------------------------------------------------------------------------- watch

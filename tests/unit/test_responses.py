@@ -7,6 +7,8 @@ would stay in memory as long as the connection idles (a list of 10 000 Applicati
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,6 +19,20 @@ from shared.bodies import Encoded, dumps
 from shared.server.responses import LIST_CHUNK_BYTES, EncodedItems, json_response, list_response
 
 
+@contextlib.asynccontextmanager
+async def serving(handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                  ) -> AsyncIterator[TestClient[Any, Any]]:
+    """A client of a server that answers ``GET /`` with ``handler``."""
+    app = web.Application()
+    app.router.add_get("/", handler)
+    client: TestClient[Any, Any] = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
 async def test_a_sent_body_is_released() -> None:
     sent: list[web.Response] = []
 
@@ -25,16 +41,10 @@ async def test_a_sent_body_is_released() -> None:
         sent.append(response)
         return response
 
-    app = web.Application()
-    app.router.add_get("/", handler)
-    client: TestClient[Any, Any] = TestClient(TestServer(app))
-    await client.start_server()
-    try:
+    async with serving(handler) as client:
         answer = await client.get("/")
         assert len((await answer.json())["items"]) == 1000
         assert sent[0].body is None, "the response still holds its body after it was sent"
-    finally:
-        await client.close()
 
 
 async def test_a_list_of_encoded_items_is_written_in_chunks_as_the_same_json() -> None:
@@ -67,11 +77,7 @@ async def test_a_list_of_encoded_items_is_written_in_chunks_as_the_same_json() -
         sent.append(response)
         return response
 
-    app = web.Application()
-    app.router.add_get("/", handler)
-    client: TestClient[Any, Any] = TestClient(TestServer(app))
-    await client.start_server()
-    try:
+    async with serving(handler) as client:
         chunked = await client.get("/")
         whole = await client.get("/?whole=1")
         chunked_raw, whole_raw = await chunked.read(), await whole.read()
@@ -80,8 +86,6 @@ async def test_a_list_of_encoded_items_is_written_in_chunks_as_the_same_json() -
         assert chunked.headers["Content-Type"] == "application/json"
         assert len(writes) > 2 and max(writes) < LIST_CHUNK_BYTES + 1000, writes
         assert sent[0].body is None, "the response still holds its items after they were sent"
-    finally:
-        await client.close()
 
 
 async def test_a_list_with_decoded_or_no_items_is_written_whole() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import NamedTuple
 
 from .packing import Key, Packed
@@ -25,10 +26,6 @@ class Cached(NamedTuple):
     key: Key
     rv: int
     packed: Packed
-
-
-def _revision(entry: Cached) -> int:
-    return entry.rv
 
 
 class Lookup(NamedTuple):
@@ -81,7 +78,7 @@ class Store:
         """Every object (those whose key ``keys`` accepts, when given), ordered by resourceVersion (the order a
         replay of them must keep)."""
         entries = self._objects.values() if keys is None else (e for key, e in self._objects.items() if keys(key))
-        return sorted(entries, key=_revision)
+        return sorted(entries, key=attrgetter("rv"))
 
     def cached(self, namespace: str | None = None) -> list[Cached]:
         """The objects (only ``namespace``'s when given) sorted by namespace and name, as kube-apiserver lists them.
