@@ -22,15 +22,27 @@ times meanwhile (one of them full), 100 ms of a 1.2 s import, to find about 100 
 entry points import with the collector off and freeze what the import made (:func:`imported_frozen`), so the
 freeze once the service is up (:func:`freeze_startup_objects`) no longer walks them either: its collection
 took 100 ms, right on the way from the start to the first list of the kinds' backing objects.
+
+**Free pages inside the heap.**  glibc returns heap memory to the system only from the top of its heap.  The
+blocks the cache keeps (each object packed, a few hundred bytes to a few KiB) sit between the transient blocks a
+burst of watch events or a large list leaves free, so those free pages stay resident: with 50 000 Terraforms,
+204 MB of a 360 MB RSS were free heap (159 MB after one release), and the bench measured 204 to 350 MiB at the
+same point in different runs (round 31 of the performance notes).  ``malloc_trim(0)`` hands such pages back
+(``madvise``), as Go's scavenger does in kube-apiserver; :func:`release_free_heap_when_grown` calls it whenever the
+process has grown by a few MiB since it last did, and once more after that, so a service gone quiet again stays near
+what it keeps.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
@@ -41,16 +53,71 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 128 * 1024
 
 
+#: Seconds between two looks at the process's size (one read of ``/proc/self/statm``).
+RELEASE_INTERVAL = 5.0
+#: How much the process may grow past its size after the last release before free heap pages are released again.
+RELEASE_SLACK_BYTES = 8 * 1024 * 1024
+
+
+@functools.cache
+def _libc_function(name: str) -> Callable[..., int] | None:
+    """A function of the C library, or None where the library or the function (glibc's own) is missing."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
+    function: Callable[..., int] | None = getattr(ctypes.CDLL(library), name, None)
+    if function is None:
+        log.debug("no %s in %s: the allocator follows its own policy", name, library)
+    return function
+
+
 def pin_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     """Serve blocks of ``threshold`` bytes and more with mmap, always; False where malloc is not glibc's."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    mallopt = getattr(ctypes.CDLL(name), "mallopt", None)
-    if mallopt is None:
-        log.debug("no mallopt in %s: large blocks stay with the allocator's own policy", name)
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, threshold))
+
+
+def release_free_heap() -> bool:
+    """Hand the free pages inside malloc's heap back to the system; False where malloc is not glibc's.
+
+    It walks the heap's free blocks: a few milliseconds for a cache of 50 000 objects."""
+    trim = _libc_function("malloc_trim")
+    return trim is not None and bool(trim(0))
+
+
+def resident_bytes() -> int:
+    """The process's resident size (``/proc/self/statm``: cheaper than ``status`` to read and parse)."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def due_for_release(resident: int, after_last_release: int, slack: int = RELEASE_SLACK_BYTES) -> bool:
+    """Whether the process grew enough since the last release for another one to be worth its walk."""
+    return resident > after_last_release + slack
+
+
+async def release_free_heap_when_grown(interval: float = RELEASE_INTERVAL) -> None:
+    """Forever: every ``interval`` seconds, release the free heap pages if the process has grown past the size it
+    had after the last release (:func:`due_for_release`), and once more at the next look after any release that
+    found it grown.  That second release is the one that counts after a burst: the first may come while the burst's
+    blocks are still in use, and they are freed only after it.  A process that keeps its size costs one small read
+    per look."""
+    if _libc_function("malloc_trim") is None:
+        return
+    after_last_release, again = resident_bytes(), False
+    while True:
+        await asyncio.sleep(interval)
+        resident = resident_bytes()
+        grown = due_for_release(resident, after_last_release)
+        if not (grown or again):
+            after_last_release = min(after_last_release, resident)
+            continue
+        release_free_heap()
+        again, after_last_release = grown, resident_bytes()
+        if resident - after_last_release >= RELEASE_SLACK_BYTES:
+            log.info("free heap pages released", extra={
+                "released_mib": round((resident - after_last_release) / 2**20, 1),
+                "resident_mib": round(after_last_release / 2**20, 1)})
 
 
 def freeze_startup_objects() -> int:

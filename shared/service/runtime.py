@@ -217,9 +217,9 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     trust = dynamic.RequestHeaderWatch(api, lambda config: _trust(config, front_proxy, serving))
     trust.start()
     runner = await server.serve(args.bind_address, args.secure_port, serving.context, reuse_port=args.reuse_port)
-    background = [asyncio.create_task(_logged(task)) for task in [*wiring.tasks, serving.watch_files]]
-    background.append(asyncio.create_task(_logged(lambda: _freeze_when_ready(operator_ready))))
-    background.append(asyncio.create_task(_logged(lambda: _take_signals_when_ready(operator_ready, stop))))
+    background = [asyncio.create_task(_logged(task)) for task in [
+        *wiring.tasks, serving.watch_files, memory.release_free_heap_when_grown,
+        lambda: _freeze_when_ready(operator_ready), lambda: _take_signals_when_ready(operator_ready, stop)]]
     if elector is not None:
         background.append(asyncio.create_task(_logged(elector.run)))
     operator_stop = asyncio.Event()  # set after the delay: kopf would cancel what still serves 5 s after it is told

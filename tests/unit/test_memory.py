@@ -91,3 +91,77 @@ def test_what_the_imports_make_is_frozen_without_a_collection() -> None:
     done = subprocess.run([sys.executable, "-c", IMPORTED], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"enabled_inside": False, "enabled_after": True, "collections": [],
                                        "frozen": True, "made_tracked": False, "module_tracked": False}, done.stdout
+
+
+FRAGMENTED = """
+import asyncio, json, sys
+from shared.service import memory
+
+def fragment():
+    # Blocks a cache keeps (600 bytes) between transient ones freed (20 KiB, below the mmap threshold: from the
+    # heap), as a burst of watch events leaves them; the top of the heap stays in use, so glibc's own trimming
+    # cannot help.
+    kept, transient = [], []
+    for _ in range(4000):
+        kept.append(b"\\x01" * 600)
+        transient.append(b"\\x02" * 20_000)
+    kept.append(b"\\x03" * 600)
+    grown = memory.resident_bytes()
+    del transient
+    return kept, grown
+
+async def main():
+    looking = None
+    if sys.argv[1] == "release":
+        looking = asyncio.create_task(memory.release_free_heap_when_grown(interval=0.05))
+        await asyncio.sleep(0.01)  # its first look at the size: before the growth
+    if sys.argv[1] == "release-late":
+        looking = asyncio.create_task(memory.release_free_heap_when_grown(interval=0.2))
+        await asyncio.sleep(0.01)
+    kept, grown = fragment()
+    if sys.argv[1] == "release-late":
+        # Grown, and the blocks still in use at the first look: only a release after it can hand them back.
+        transient = [b"\\x02" * 20_000 for _ in range(4000)]
+        await asyncio.sleep(0.3)
+        del transient
+        grown = memory.resident_bytes()
+    freed = memory.resident_bytes()
+    await asyncio.sleep(0.3)
+    if looking is not None:
+        looking.cancel()
+    print(json.dumps({"freed_mib": (grown - freed) / 2**20, "left_mib": (grown - memory.resident_bytes()) / 2**20}))
+
+asyncio.run(main())
+"""
+
+
+def released_mib(mode: str) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", FRAGMENTED, mode], capture_output=True, text=True, check=True)
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc and /proc are Linux's")
+def test_free_pages_inside_the_heap_leave_the_process() -> None:
+    """In a fresh interpreter, 80 MB of blocks freed between kept ones: glibc keeps them resident by itself, and
+    the periodic release hands them back."""
+    kept = released_mib("keep")
+    assert kept["freed_mib"] < 8 and kept["left_mib"] < 8, f"glibc returned them by itself: proves nothing: {kept}"
+    released = released_mib("release")
+    assert released["left_mib"] > 60, released
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc and /proc are Linux's")
+def test_blocks_freed_after_a_release_leave_at_the_next_look() -> None:
+    """The first release after the growth comes while 80 MB of blocks are still in use; they are freed after it,
+    and the next look releases them although the process did not grow again."""
+    released = released_mib("release-late")
+    assert released["left_mib"] > 60, released
+
+
+def test_a_release_is_due_only_past_the_slack() -> None:
+    from shared.service.memory import due_for_release
+
+    assert not due_for_release(100 * 2**20, 100 * 2**20, slack=8 * 2**20)
+    assert not due_for_release(108 * 2**20, 100 * 2**20, slack=8 * 2**20)
+    assert due_for_release(108 * 2**20 + 1, 100 * 2**20, slack=8 * 2**20)
