@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.api import errors
+from shared.api import errors, goformat
 from shared.api.attributes import ResourceAttributes
 from shared.api.rest import RequestContext, ResourceInfo
 from shared.service.kindroles import APPROVE_VERB
@@ -154,14 +154,14 @@ def _requested(app: Mapping[str, Any], live: Mapping[str, Any] | None) -> str | 
 def _why(value: str, pending: str, live: Mapping[str, Any] | None) -> str:
     if not pending:
         return (
-            f'Invalid value: "{value}": no plan is waiting for approval, so there is nothing to approve; '
+            f"Invalid value: {goformat.quote(value)}: no plan is waiting for approval, so there is nothing to approve; "
             "remove the annotation or wait until the status shows a pending plan"
         )
     last_applied = (((live or {}).get("status") or {}).get("plan") or {}).get("lastApplied")
     if value == last_applied:
-        detail = f'plan "{value}" was already applied'
+        detail = f"plan {goformat.quote(value)} was already applied"
     elif value and pending.startswith(value):
         detail = "the full plan id is required"
     else:
-        detail = f'plan "{value}" is not (or no longer) the pending plan'
-    return f'Invalid value: "{value}": {detail}; the pending plan is "{pending}"'
+        detail = f"plan {goformat.quote(value)} is not (or no longer) the pending plan"
+    return f"Invalid value: {goformat.quote(value)}: {detail}; the pending plan is {goformat.quote(pending)}"

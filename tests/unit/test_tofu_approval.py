@@ -128,6 +128,16 @@ def test_nothing_pending_is_rejected(reference: Loader) -> None:
     assert "no plan is waiting for approval" in err.message
 
 
+def test_values_are_quoted_as_kube_apiserver_quotes_an_invalid_value(reference: Loader) -> None:
+    # Go's %q: a quote, a backslash and a control character in the value cannot end or break the message.
+    odd = 'plan-"x"\\\n'
+    err = rejected(ann(odd), terraform(reference, "pending"))
+    assert 'Invalid value: "plan-\\"x\\"\\\\\\n": plan "plan-\\"x\\"\\\\\\n" is not' in err.message
+    assert err.message.endswith(f'the pending plan is "{PENDING}"')
+    err = rejected(ann(odd), terraform(reference, "applied"))
+    assert 'Invalid value: "plan-\\"x\\"\\\\\\n": no plan is waiting' in err.message
+
+
 def test_unchanged_annotation_is_not_a_new_approval(reference: Loader) -> None:
     # re-applying a manifest that still carries an old id neither approves nor fails
     tf = terraform(reference, "pending", recorded="plan-main-0000000000")
