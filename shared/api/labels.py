@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.api import goformat, selectors
+from shared.api import goformat
 from shared.api.errors import Cause, field_cause
+from shared.api.names import byte_length
 from shared.api.ownership import qualified_name_errors
 
 __all__ = ["label_and_annotation_causes", "label_value_errors"]
@@ -26,7 +27,7 @@ _LABEL_VALUE_RULE = ("a valid label must be an empty string or consist of alphan
 
 def label_value_errors(value: str) -> list[str]:
     """Why ``value`` is no label value, in kube-apiserver's words; empty if it is one."""
-    errors = ["must be no more than 63 characters"] if len(value) > 63 else []
+    errors = ["must be no more than 63 bytes"] if byte_length(value) > 63 else []
     if not _LABEL_VALUE.fullmatch(value):
         errors.append(_LABEL_VALUE_RULE)
     return errors
@@ -49,8 +50,8 @@ def label_and_annotation_causes(meta: Mapping[str, Any], stored_key: Callable[[s
             written = qualified_name_errors(key if is_label else key.lower())
             causes += [field_cause(path, f"Invalid value: {goformat.quote(key)}: {why}") for why in written]
             stored = stored_key(key)
-            if not written and (why := selectors.label_key_error(stored)) is not None:
-                causes.append(field_cause(path, f"Invalid value: {goformat.quote(key)}: {why} "
+            if not written and (why := qualified_name_errors(stored)):
+                causes.append(field_cause(path, f"Invalid value: {goformat.quote(key)}: {'; '.join(why)} "
                                                 f"(stored as {goformat.quote(stored)})"))
             if not isinstance(value, str):
                 causes.append(field_cause(path, f"Invalid value: {goformat.quote(key)}: value must be a string",

@@ -68,3 +68,19 @@ def dns1123_label_error(name: str, max_len: int = 63) -> str | None:
 def dns1123_subdomain_error(name: str) -> str | None:
     """Why ``name`` is not a DNS-1123 subdomain (the rule for most object names), or None."""
     return _DNS1123_SUBDOMAIN.error(name, DNS1123_SUBDOMAIN_MAX)
+
+
+def byte_length(text: str) -> int:
+    """``text``'s length as Go's ``len`` counts a string: in UTF-8 bytes."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def label_prefix_errors(prefix: str) -> list[str]:
+    """Why ``prefix`` is not a DNS-1123 subdomain, in the words of apimachinery's ``api/validate/content`` package,
+    which checks label keys (and so annotation keys and finalizers) since Kubernetes 1.35: the length in bytes, and
+    both reasons where both hold."""
+    errors = [f"must be no more than {DNS1123_SUBDOMAIN_MAX} bytes"] if byte_length(prefix) > DNS1123_SUBDOMAIN_MAX \
+        else []
+    if not _DNS1123_SUBDOMAIN.pattern.fullmatch(prefix):
+        errors.append(_DNS1123_SUBDOMAIN.message)
+    return errors

@@ -27,7 +27,7 @@ from typing import Any
 
 from shared.api import goformat
 from shared.api.errors import Cause, field_cause
-from shared.api.names import dns1123_subdomain_error
+from shared.api.names import byte_length, label_prefix_errors
 from shared.bodies import JSON, clone
 
 #: Finalizer names kube-apiserver knows without a domain (``standardFinalizers`` of the CRD registry).
@@ -132,13 +132,11 @@ def qualified_name_errors(value: str) -> list[str]:
     name = parts[-1]
     if len(parts) == 2:
         prefix = parts[0]
-        why = "must be non-empty" if not prefix else dns1123_subdomain_error(prefix)
-        if why:
-            errors.append(f"prefix part {why}")
+        errors += [f"prefix part {why}" for why in (label_prefix_errors(prefix) if prefix else ["must be non-empty"])]
     if not name:
         errors.append("name part must be non-empty")
-    elif len(name) > 63:
-        errors.append("name part must be no more than 63 characters")
+    elif byte_length(name) > 63:
+        errors.append("name part must be no more than 63 bytes")
     if not _QUALIFIED_NAME.fullmatch(name):
         errors.append(f"name part {_QUALIFIED_NAME_RULE}")
     return errors

@@ -9,12 +9,15 @@ can answer without reading the user-facing object first.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.api import errors
+from shared.api import errors, goformat
+from shared.api.labels import label_value_errors
+from shared.api.ownership import qualified_name_errors
 
 EQUALS = "="
 NOT_EQUALS = "!="
@@ -23,10 +26,8 @@ NOT_IN = "notin"
 EXISTS = "exists"
 DOES_NOT_EXIST = "!"
 
-_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_NAME_CHARACTERS = ("must consist of alphanumeric characters, '-', '_' or '.', "
-                    "and must start and end with an alphanumeric character")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+GREATER_THAN = ">"
+LESS_THAN = "<"
 
 
 @dataclass(frozen=True)
@@ -50,159 +51,221 @@ class Requirement:
 Selector = tuple[Requirement, ...]
 
 
-def _bad(message: str) -> errors.ApiError:
-    return errors.bad_request(f"unable to parse requirement: {message}")
+# --- label selectors: kube-apiserver's grammar and its words ----------------------------------------------------
+# Written by hand: no Python library parses Kubernetes label selectors.  The lexer and the parser below take
+# the same decisions, in the same order, as apimachinery's ``labels.Parse`` (which kube-apiserver runs on a
+# list's or a watch's ``labelSelector``), so that a malformed selector is refused with the message a custom
+# resource's list gives, and a selector it accepts (``a in ()``, ``a>1``) is accepted here too.
+
+class _Token(enum.Enum):
+    END = enum.auto()
+    CLOSED_PAR = enum.auto()
+    COMMA = enum.auto()
+    DOES_NOT_EXIST = enum.auto()
+    DOUBLE_EQUALS = enum.auto()
+    EQUALS = enum.auto()
+    GREATER_THAN = enum.auto()
+    IDENTIFIER = enum.auto()
+    IN = enum.auto()
+    LESS_THAN = enum.auto()
+    NOT_EQUALS = enum.auto()
+    NOT_IN = enum.auto()
+    OPEN_PAR = enum.auto()
 
 
-def label_key_error(key: str) -> str | None:
-    """Why ``key`` is not a valid label key (optional DNS-subdomain prefix, then a name), or None."""
-    prefix, sep, name = key.rpartition("/")
-    if sep and (not prefix or len(prefix) > 253 or not all(_DNS1123_LABEL.fullmatch(p) for p in prefix.split("."))):
-        return f"prefix part of {key!r} must be a lowercase DNS subdomain of at most 253 characters"
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return f"name part of {key!r} must be no more than 63 characters"
-    if not _NAME.fullmatch(name):
-        return f"name part of {key!r} {_NAME_CHARACTERS}"
-    return None
+_LITERAL_TOKENS = {")": _Token.CLOSED_PAR, ",": _Token.COMMA, "!": _Token.DOES_NOT_EXIST, "==": _Token.DOUBLE_EQUALS,
+                   "=": _Token.EQUALS, ">": _Token.GREATER_THAN, "in": _Token.IN, "<": _Token.LESS_THAN,
+                   "!=": _Token.NOT_EQUALS, "notin": _Token.NOT_IN, "(": _Token.OPEN_PAR}
+_OPERATORS = {_Token.IN: IN, _Token.NOT_IN: NOT_IN, _Token.EQUALS: EQUALS, _Token.DOUBLE_EQUALS: EQUALS,
+              _Token.NOT_EQUALS: NOT_EQUALS, _Token.GREATER_THAN: GREATER_THAN, _Token.LESS_THAN: LESS_THAN}
+#: The binary operators in the order kube-apiserver lists them when it expected one.
+_BINARY_OPERATORS = "in, notin, =, ==, !=, gt, lt"
+_SPECIAL_SYMBOLS = frozenset("=!(),><")
+_WHITESPACE = frozenset(" \t\r\n")
+#: Go reads the selector byte by byte and a 0 byte ends it wherever it stands; so does the end of the text.
+_END = "\x00"
+#: ``strconv.ParseInt(value, 10, 64)``'s syntax; its range is checked apart.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
-def label_value_error(value: str) -> str | None:
-    """Why ``value`` is not a valid label value (empty is valid), or None."""
-    if value == "":
-        return None
-    if len(value) > 63:
-        return f"value {value!r} must be no more than 63 characters"
-    if not _NAME.fullmatch(value):
-        return f"value {value!r} {_NAME_CHARACTERS}"
-    return None
+class _Unparsable(Exception):
+    """A requirement kube-apiserver cannot parse; its message is Go's error text."""
 
 
-# --- lexer -------------------------------------------------------------------------------------
+def _lex(text: str) -> list[tuple[_Token, str]]:
+    """Every token of ``text`` up to and with the end, with the text it was read from."""
+    tokens: list[tuple[_Token, str]] = []
+    pos = 0
 
-_SYMBOLS = ("!=", "==", "!", "=", "(", ")", ",")
-_SPECIAL = set("!=(),<> \t\r\n")
+    def read() -> str:
+        nonlocal pos
+        if pos >= len(text):
+            return _END
+        pos += 1
+        return text[pos - 1]
 
-
-def _tokens(text: str) -> list[str]:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isspace():
-            i += 1
+    while True:
+        char = read()
+        while char in _WHITESPACE:
+            char = read()
+        if char == _END:
+            tokens.append((_Token.END, ""))
+            return tokens
+        buffer = char
+        if char in _SPECIAL_SYMBOLS:
+            # The longest run of symbols that is an operator: "!=" and "==" are one, "=(" is two.
+            while (char := read()) in _SPECIAL_SYMBOLS and buffer + char in _LITERAL_TOKENS:
+                buffer += char
+            if char != _END:
+                pos -= 1
+            tokens.append((_LITERAL_TOKENS[buffer], buffer))
             continue
-        symbol = next((s for s in _SYMBOLS if text.startswith(s, i)), None)
-        if symbol is not None:
-            out.append(symbol)
-            i += len(symbol)
-            continue
-        if ch in "<>":
-            raise _bad(f"operator {ch!r} is not supported")
-        start = i
-        while i < len(text) and text[i] not in _SPECIAL:
-            i += 1
-        out.append(text[start:i])
-    return out
+        while (char := read()) != _END and char not in _SPECIAL_SYMBOLS and char not in _WHITESPACE:
+            buffer += char
+        if char != _END:
+            pos -= 1
+        tokens.append((_LITERAL_TOKENS.get(buffer, _Token.IDENTIFIER), buffer))
 
 
-def _is_identifier(tok: str | None) -> bool:
-    return tok is not None and tok not in _SYMBOLS
+class _LabelSelectorParser:
+    """A recursive descent over the tokens, with kube-apiserver's context rule: where a value may stand, ``in``
+    and ``notin`` are plain identifiers (``a in (in)``, ``in=notin``)."""
 
-
-class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
+        self.tokens = _lex(text)
         self.pos = 0
 
-    def peek(self) -> str | None:
-        return self.toks[self.pos] if self.pos < len(self.toks) else None
+    def lookahead(self, values: bool = True) -> tuple[_Token, str]:
+        token, literal = self.tokens[self.pos]
+        if values and token in (_Token.IN, _Token.NOT_IN):
+            token = _Token.IDENTIFIER
+        return token, literal
 
-    def take(self) -> str | None:
-        tok = self.peek()
+    def consume(self, values: bool = True) -> tuple[_Token, str]:
+        found = self.lookahead(values)
         self.pos += 1
-        return tok
+        return found
+
+    def selector(self) -> list[Requirement]:
+        requirements: list[Requirement] = []
+        while True:
+            token, literal = self.lookahead()
+            if token is _Token.END:
+                return requirements
+            if token not in (_Token.IDENTIFIER, _Token.DOES_NOT_EXIST):
+                raise errors.bad_request(f"found '{literal}', expected: !, identifier, or 'end of string'")
+            try:
+                requirements.append(self.requirement())
+            except _Unparsable as exc:
+                raise errors.bad_request(f"unable to parse requirement: {exc}") from None
+            token, literal = self.consume()
+            if token is _Token.END:
+                return requirements
+            if token is not _Token.COMMA:
+                raise errors.bad_request(f"found '{literal}', expected: ',' or 'end of string'")
+            token, literal = self.lookahead()
+            if token not in (_Token.IDENTIFIER, _Token.DOES_NOT_EXIST):
+                raise errors.bad_request(f"found '{literal}', expected: identifier after ','")
 
     def requirement(self) -> Requirement:
-        negate = False
-        if self.peek() == "!":
-            self.take()
-            negate = True
-        key = self.take()
-        if not _is_identifier(key) or key is None:
-            raise _bad(f"found {key or 'end of string'!r}, expected a label key")
-        if (problem := label_key_error(key)) is not None:
-            raise _bad(f"invalid label key {key!r}: {problem}")
-        nxt = self.peek()
-        if negate:
-            if nxt not in (None, ","):
-                raise _bad(f"found {nxt!r}, expected ',' or end of string after '!{key}'")
+        negated = self.consume()[0] is _Token.DOES_NOT_EXIST
+        if not negated:
+            self.pos -= 1
+        token, key = self.consume()
+        if token is not _Token.IDENTIFIER:
+            raise _Unparsable(f"found '{key}', expected: identifier")
+        if why := qualified_name_errors(key):
+            raise _Unparsable(f"<nil>: Invalid value: {goformat.quote(key)}: {'; '.join(why)}")
+        if negated:
             return Requirement(key, DOES_NOT_EXIST)
-        if nxt in (None, ","):
+        if self.lookahead()[0] in (_Token.END, _Token.COMMA):
             return Requirement(key, EXISTS)
-        op = self.take()
-        if op in ("=", "==", "!="):
-            value = self.peek()
-            if value in (None, ","):
-                value = ""
+        token, literal = self.consume(values=False)
+        operator = _OPERATORS.get(token)
+        if operator is None:
+            raise _Unparsable(f"found '{literal}', expected: {_BINARY_OPERATORS}")
+        values = self.value_set() if operator in (IN, NOT_IN) else self.exact_value()
+        return _requirement(key, operator, sorted(set(values)))
+
+    def value_set(self) -> list[str]:
+        token, literal = self.consume()
+        if token is not _Token.OPEN_PAR:
+            raise _Unparsable(f"found '{literal}' expected: '('")
+        token, literal = self.lookahead()
+        if token is _Token.CLOSED_PAR:
+            self.consume()
+            return [""]
+        if token not in (_Token.IDENTIFIER, _Token.COMMA):
+            raise _Unparsable(f"found '{literal}', expected: ',', ')' or identifier")
+        values = self.identifiers()
+        if self.consume()[0] is not _Token.CLOSED_PAR:
+            raise _Unparsable(f"found '{literal}', expected: ')'")  # the text after '(', as kube-apiserver says
+        return values
+
+    def identifiers(self) -> list[str]:
+        """A list of identifiers between commas, any of them empty; stops before the closing parenthesis."""
+        values: list[str] = []
+        while True:
+            token, literal = self.consume()
+            if token is _Token.IDENTIFIER:
+                values.append(literal)
+                following, text = self.lookahead()
+                if following is _Token.CLOSED_PAR:
+                    return values
+                if following is not _Token.COMMA:
+                    raise _Unparsable(f"found '{text}', expected: ',' or ')'")
+            elif token is _Token.COMMA:
+                if not values:
+                    values.append("")
+                following = self.lookahead()[0]
+                if following in (_Token.CLOSED_PAR, _Token.COMMA):
+                    values.append("")
+                if following is _Token.CLOSED_PAR:
+                    return values
             else:
-                self.take()
-                if not _is_identifier(value) or value is None:
-                    raise _bad(f"found {value!r}, expected a value")
-            if (problem := label_value_error(value)) is not None:
-                raise _bad(f"invalid label value: {problem}")
-            return Requirement(key, NOT_EQUALS if op == "!=" else EQUALS, (value,))
-        if op in (IN, NOT_IN):
-            if self.take() != "(":
-                raise _bad(f"expected '(' after {op!r}")
-            values: list[str] = []
-            expect_value = True
-            while True:
-                tok = self.take()
-                if tok is None:
-                    raise _bad("found end of string, expected ')'")
-                if tok == ")":
-                    if expect_value and values:
-                        values.append("")
-                    break
-                if tok == ",":
-                    if expect_value:
-                        values.append("")
-                    expect_value = True
-                    continue
-                if not expect_value or not _is_identifier(tok):
-                    raise _bad(f"found {tok!r}, expected ',' or ')'")
-                values.append(tok)
-                expect_value = False
-            if not values:
-                raise _bad(f"for 'in', 'notin' operators, values set can't be empty (key {key!r})")
-            for v in values:
-                if (problem := label_value_error(v)) is not None:
-                    raise _bad(f"invalid label value: {problem}")
-            return Requirement(key, op, tuple(sorted(set(values))))
-        raise _bad(f"found {op!r}, expected one of '=', '==', '!=', 'in', 'notin'")
+                raise _Unparsable(f"found '{literal}', expected: ',', or identifier")
+
+    def exact_value(self) -> list[str]:
+        if self.lookahead()[0] in (_Token.END, _Token.COMMA):
+            return [""]
+        token, literal = self.consume()
+        if token is not _Token.IDENTIFIER:
+            raise _Unparsable(f"found '{literal}', expected: identifier")
+        return [literal]
+
+
+def _requirement(key: str, operator: str, values: list[str]) -> Requirement:
+    """The requirement, once its values pass the checks kube-apiserver makes of a parsed one."""
+    problems: list[str] = []
+    if operator in (GREATER_THAN, LESS_THAN):
+        problems += [f"values[{i}]: Invalid value: {goformat.quote(v)}: for 'Gt', 'Lt' operators, the value must be "
+                     "an integer" for i, v in enumerate(values) if _go_int64(v) is None]
+    for i, value in enumerate(values):
+        if why := label_value_errors(value):
+            problems.append(f"values[{i}][{key}]: Invalid value: {goformat.quote(value)}: {'; '.join(why)}")
+    unique = list(dict.fromkeys(problems))
+    if len(unique) == 1:
+        raise _Unparsable(unique[0])
+    if unique:
+        raise _Unparsable(f"[{', '.join(unique)}]")
+    return Requirement(key, operator, tuple(values))
+
+
+def _go_int64(text: str) -> int | None:
+    """``text`` as ``strconv.ParseInt(text, 10, 64)`` reads it, or None where that fails."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def parse_label_selector(text: str) -> Selector:
-    """Parse a label selector; raise 400 with the reason when it is malformed.
+    """Parse a label selector; raise 400 with kube-apiserver's reason when it is malformed.
 
-    Requirements come back sorted by key (as kube-apiserver sorts them), ``==`` normalised to ``=``.
+    Requirements come back sorted by key (as kube-apiserver sorts them), ``==`` normalised to ``=``, a set's
+    values sorted and without repeats.
     """
-    if text.strip() == "":
-        return ()
-    parser = _Parser(text)
-    reqs: list[Requirement] = []
-    while True:
-        reqs.append(parser.requirement())
-        tok = parser.take()
-        if tok is None:
-            break
-        if tok != ",":
-            raise _bad(f"found {tok!r}, expected ','")
-        if parser.peek() is None:
-            raise _bad("found end of string after ',', expected a requirement")
-    return tuple(sorted(reqs, key=lambda r: r.key))
+    return tuple(sorted(_LabelSelectorParser(text).selector(), key=lambda r: r.key))
 
 
 def render(selector: Sequence[Requirement]) -> str:
@@ -227,6 +290,11 @@ def _matches_one(req: Requirement, labels: Mapping[str, str]) -> bool:
         return present and value in req.values
     if req.operator in (NOT_EQUALS, NOT_IN):
         return not present or value not in req.values
+    if req.operator in (GREATER_THAN, LESS_THAN):
+        number, bound = _go_int64(value or ""), _go_int64(req.values[0]) if len(req.values) == 1 else None
+        if number is None or bound is None:
+            return False
+        return number > bound if req.operator == GREATER_THAN else number < bound
     raise ValueError(f"unknown operator {req.operator!r}")
 
 

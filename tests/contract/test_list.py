@@ -46,6 +46,54 @@ def test_label_selector_on_user_keys(listed: Contract, query: str, expected: set
     assert {line.rsplit("/", 1)[1] for line in out} == expected
 
 
+#: Label selectors sent to the oracle CRD's list and to the service's: malformed ones in every way kube-apiserver's
+#: parser tells apart, and well-formed ones it reads in ways a simpler reading would refuse.
+LABEL_SELECTORS = [
+    "a in (b", "a in (b c)", "a in x", "a notin b", "a in (,)", "a in (b,-c,-d)", "a in ()", "in in (in)",
+    "x in (foo,,baz),y,z notin ()", "!!x", "!a=b", "=x", "(a)", "a=(", "a=b)", "a=b=c", "a==b", "a b", "a gt 1",
+    "a,", "a,,b", "a=b,", " ", "-bad-=x", "Foo.com/x=y", "a/b/c", "/a", "k" * 64, "a=" + "x" * 64, "a=-bad",
+    "a>1", "a<b", "a>-1", "a>99999999999999999999", "a>x_1", "a<01",
+]
+
+
+def test_label_selectors_are_read_as_for_a_custom_resource(listed: Contract, oracle: str) -> None:
+    """Each selector is accepted where kube-apiserver accepts it on a CRD, and refused with its Status word for
+    word where it refuses it."""
+    for text in LABEL_SELECTORS:
+        got = listed.list_apps(f"labelSelector={selector(text)}")
+        want = listed.api.request("GET", f"{oracle}?labelSelector={selector(text)}")
+        if want[0] == 200:
+            assert got[0] == 200, (text, got)
+        else:
+            assert got == want, text
+    refused = [t for t in LABEL_SELECTORS if listed.api.request("GET", f"{oracle}?labelSelector={selector(t)}")[0]
+               != 200]
+    assert "a in ()" not in refused and "a>1" not in refused and len(refused) > 25, refused
+
+
+def test_greater_than_and_less_than_select_as_for_a_custom_resource(contract: Contract, stack: Stack,
+                                                                    oracle: str) -> None:
+    """``rank>5`` selects the objects whose label is an integer above 5, on the service as on a CRD: a label that
+    is no integer is neither above nor below."""
+    batch = f"ranked-{uuid.uuid4().hex[:6]}"
+    ranks = {"r-3": "3", "r-10": "10", "r-007": "007", "r-x": "x"}
+    for name, rank in ranks.items():
+        contract.apply(f"{batch}-{name}", {"size": 1}, labels={"batch": batch, "rank": rank})
+        body = {"apiVersion": f"{ORACLE_GROUP}/v1alpha1", "kind": KIND,
+                "metadata": {"name": f"{batch}-{name}", "labels": {"batch": batch, "rank": rank}}, "spec": {}}
+        code, created = contract.api.request("POST", oracle, body)
+        assert code == 201, created
+    for query in ("rank>5", "rank<8", "rank>0,rank<4", "rank<0"):
+        text = selector(f"batch={batch},{query}")
+        code, ours = contract.list_apps(f"labelSelector={text}")
+        assert code == 200, ours
+        code, theirs = contract.api.request("GET", f"{oracle}?labelSelector={text}")
+        assert code == 200, theirs
+        assert names(ours) == names(theirs), query
+    code, body = contract.list_apps(f"labelSelector={selector(f'batch={batch},rank>5')}")
+    assert names(body) == {f"{batch}-r-10", f"{batch}-r-007"}, body
+
+
 def test_label_selector_does_not_see_the_backing_keys(listed: Contract) -> None:
     """Selecting on the definition's release labels or the prefixed key finds nothing: a user selects
     on the labels they see."""

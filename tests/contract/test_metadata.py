@@ -16,6 +16,7 @@ from tests.contract.stack import (
     Contract,
     Stack,
     cause_fields,
+    causes,
     user_annotations,
 )
 
@@ -97,6 +98,33 @@ def test_bad_user_metadata_is_422_on_patch(contract: Contract, stack: Stack, cas
                               content_type="application/merge-patch+json")
     assert status["details"]["kind"] == "ContractThing", status
     assert cause_fields(status) == {f"metadata.{where}"}, status
+
+
+#: Entries kube-apiserver refuses on a custom resource for their length, which it counts in bytes (Go's ``len``).
+LONG_METADATA: dict[str, tuple[str, dict[str, Any]]] = {
+    "label value of 64 bytes": ("labels", {"team": "v" * 64}),
+    "label value of 32 two-byte characters": ("labels", {"team": "\u00e9" * 32}),
+    "label key of 64 bytes": ("labels", {"k" * 64: "v"}),
+    "label key of 32 two-byte characters": ("labels", {"\u00e9" * 32: "v"}),
+    "label key with a prefix of 254 bytes": ("labels", {".".join(["a" * 63] * 4)[:254] + "/k": "v"}),
+    "annotation key of 64 bytes": ("annotations", {"k" * 64: "v"}),
+}
+
+
+@pytest.mark.parametrize("case", list(LONG_METADATA))
+def test_too_long_metadata_is_refused_in_kube_apiservers_words(contract: Contract, stack: Stack, oracle: str,
+                                                               case: str) -> None:
+    """The causes are the oracle CRD's, word for word, and nothing is created on either side."""
+    where, entries = LONG_METADATA[case]
+    name = f"longmeta{list(LONG_METADATA).index(case)}"
+    status = contract.refused("POST", stack.collection, stack.manifest(name, **{where: entries}), 422, "Invalid")
+    code, want = contract.api.request("POST", oracle, {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "kind": "ContractThing",
+        "metadata": {"name": name, where: entries}, "spec": {"size": 1}})
+    assert code == 422, want
+    assert causes(status) == causes(want), case
+    assert contract.backing(name) is None
+    assert contract.api.request("GET", f"{oracle}/{name}")[0] == 404
 
 
 # ------------------------------------------------------------------------- generation

@@ -24,7 +24,7 @@ def test_a_label_value_is_refused_in_kube_apiservers_words() -> None:
     assert message.startswith('Invalid value: "x\\n": a valid label must be an empty string or consist of ')
     assert message.endswith("regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
     assert label_value_errors("") == [] and label_value_errors("v" * 63) == []
-    assert label_value_errors("v" * 64) == ["must be no more than 63 characters"]
+    assert label_value_errors("v" * 64) == ["must be no more than 63 bytes"]
 
 
 def test_a_key_is_checked_as_written_before_it_is_checked_as_stored() -> None:

@@ -134,4 +134,4 @@ def test_metadata_causes_are_kube_apiservers() -> None:
     ]
     assert ownership.metadata_causes({"finalizers": ["a.io/b"], "ownerReferences": [OWNER]}) == []
     assert ownership.qualified_name_errors("/x") == ["prefix part must be non-empty"]
-    assert ownership.qualified_name_errors("x" * 64)[0] == "name part must be no more than 63 characters"
+    assert ownership.qualified_name_errors("x" * 64)[0] == "name part must be no more than 63 bytes"

@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from shared import patterns
 from shared.admission.library import _is_quantity
-from shared.api import ownership, selectors
+from shared.api import ownership
 from shared.api.discovery import sort_versions
 from shared.api.durations import go_duration
+from shared.api.labels import label_value_errors
 from shared.api.names import dns1035_label_error, dns1123_label_error, dns1123_subdomain_error
 from shared.schema.validation import schema_error, validate
 
@@ -103,9 +104,8 @@ def test_values_are_validated_with_go_patterns(spec: Any, fields: list[str]) -> 
     lambda text: dns1123_label_error(text) is None,
     lambda text: dns1123_subdomain_error(text) is None,
     lambda text: ownership.qualified_name_errors(text) == [],
-    lambda text: selectors.label_key_error(text) is None,
-    lambda text: selectors.label_value_error(text) is None,
-], ids=["dns1035", "dns1123-label", "dns1123-subdomain", "qualified-name", "label-key", "label-value"])
+    lambda text: label_value_errors(text) == [],
+], ids=["dns1035", "dns1123-label", "dns1123-subdomain", "qualified-name", "label-value"])
 def test_a_name_rule_refuses_a_final_newline(check: Any) -> None:
     assert check("abc")
     assert not check("abc\n")
