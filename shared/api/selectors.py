@@ -313,74 +313,66 @@ SUPPORTED_FIELDS = ("metadata.name", "metadata.namespace")
 FieldRequirement = tuple[str, str, str]
 
 
-def _split_unescaped(text: str, sep: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            current.append(text[i : i + 2])
-            i += 2
-            continue
-        if ch == sep:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-        i += 1
-    parts.append("".join(current))
-    return parts
+def _field_terms(text: str) -> list[str]:
+    """The comma-separated terms of a field selector; an escaped comma stays in its term, backslash and all."""
+    terms: list[str] = []
+    start, escaped = 0, False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == ",":
+            terms.append(text[start:i])
+            start = i + 1
+    return [*terms, text[start:]] if text else []
 
 
 def _unescape(value: str) -> str:
+    """A term's value with its escapes undone; a bare ``,`` or ``=`` or an unknown escape is kube-apiserver's 400."""
     out: list[str] = []
-    i = 0
-    while i < len(value):
-        if value[i] == "\\":
-            if i + 1 >= len(value) or value[i + 1] not in "\\,=":
-                raise errors.bad_request(f"invalid field selector value {value!r}: invalid escape sequence")
-            out.append(value[i + 1])
-            i += 2
-            continue
-        if value[i] in ",=":
-            raise errors.bad_request(f"invalid field selector value {value!r}: unescaped {value[i]!r}")
-        out.append(value[i])
-        i += 1
+    escaped = False
+    for char in value:
+        if escaped:
+            if char not in "\\,=":
+                raise errors.bad_request(f"invalid field selector: invalid escape sequence: \\{char}")
+            out.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char in ",=":
+            raise errors.bad_request(f"invalid field selector: unescaped character in value: {ord(char)}")
+        else:
+            out.append(char)
+    if escaped:
+        raise errors.bad_request("invalid field selector: invalid escape sequence: \\")
     return "".join(out)
 
 
-def _split_requirement(term: str) -> tuple[str, str, str]:
-    i = 0
-    while i < len(term):
-        if term[i] == "\\":
-            i += 2
-            continue
+def _split_term(selector: str, term: str) -> tuple[str, str, str]:
+    """``term`` split at its first operator, ``!=`` and ``==`` before ``=``; the field is taken as written."""
+    for i in range(len(term)):
         for op in ("!=", "==", "="):
             if term.startswith(op, i):
                 return term[:i], op, term[i + len(op) :]
-        i += 1
-    raise errors.bad_request(f"invalid selector: '{term}'; can't understand '{term}'")
+    raise errors.bad_request(f"invalid selector: '{selector}'; can't understand '{term}'")
 
 
 def parse_field_selector(text: str) -> tuple[FieldRequirement, ...]:
-    """Parse a field selector into ``(field, "=" | "!=", value)`` triples.
-
-    Only ``metadata.name`` and ``metadata.namespace`` are supported; anything else is the 400
-    kube-apiserver answers for a CRD ("field label not supported: <field>").
+    """Parse a field selector into ``(field, "=" | "!=", value)`` triples, as kube-apiserver reads one for a
+    custom resource: its terms sorted, empty ones skipped, nothing trimmed, every term parsed before any field is
+    checked.  Only ``metadata.name`` and ``metadata.namespace`` are supported; anything else is the 400 it answers
+    ("field label not supported: <field>").
     """
-    if text.strip() == "":
-        return ()
-    out: list[FieldRequirement] = []
-    for term in _split_unescaped(text, ","):
-        if term.strip() == "":
-            raise errors.bad_request(f"invalid selector: '{text}'; empty requirement")
-        raw_field, op, raw_value = _split_requirement(term)
-        field = raw_field.strip()
+    parsed = []
+    for term in sorted(_field_terms(text)):
+        if term:
+            field, op, raw_value = _split_term(text, term)
+            parsed.append((field, NOT_EQUALS if op == "!=" else EQUALS, _unescape(raw_value)))
+    for field, _op, _value in parsed:
         if field not in SUPPORTED_FIELDS:
             raise errors.bad_request(f"field label not supported: {field}")
-        out.append((field, NOT_EQUALS if op == "!=" else EQUALS, _unescape(raw_value.strip())))
-    return tuple(out)
+    return tuple(parsed)
 
 
 def render_field_selector(reqs: Sequence[FieldRequirement]) -> str:

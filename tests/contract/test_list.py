@@ -71,6 +71,32 @@ def test_label_selectors_are_read_as_for_a_custom_resource(listed: Contract, ora
     assert "a in ()" not in refused and "a>1" not in refused and len(refused) > 25, refused
 
 
+#: Field selectors sent to the oracle CRD's list and to the service's: the two fields a custom resource answers
+#: for, in each form kube-apiserver reads, and the ways it refuses one.
+FIELD_SELECTORS = [
+    "metadata.name=x", "metadata.name==x", "metadata.name!=x", "metadata.namespace=y,metadata.name=x",
+    "metadata.name=a\\,b", "metadata.name=a\\=b", " metadata.name = x ", "metadata.name=", "metadata.name",
+    "metadata.name=a,", ",metadata.name=a", "metadata.name=a\\", "metadata.name=a\\x", "spec.size=1",
+    "status.phase!=x", "metadata.labels=x", "metadata.uid=u", "=x", "metadata.name=a=b", "metadata.name!=a!=b", " ",
+    "spec.size=1,metadata.name=a\\q", "metadata.name= x", "metadata.name=a,,metadata.namespace=b",
+]
+
+
+def test_field_selectors_are_read_as_for_a_custom_resource(listed: Contract, oracle: str) -> None:
+    """Each field selector is accepted where kube-apiserver accepts it on a CRD, and refused with its Status word
+    for word where it refuses it."""
+    refused = 0
+    for text in FIELD_SELECTORS:
+        got = listed.list_apps(f"fieldSelector={selector(text)}")
+        want = listed.api.request("GET", f"{oracle}?fieldSelector={selector(text)}")
+        if want[0] == 200:
+            assert got[0] == 200, (text, got)
+        else:
+            refused += 1
+            assert got == want, text
+    assert refused >= 5, refused
+
+
 def test_greater_than_and_less_than_select_as_for_a_custom_resource(contract: Contract, stack: Stack,
                                                                     oracle: str) -> None:
     """``rank>5`` selects the objects whose label is an integer above 5, on the service as on a CRD: a label that

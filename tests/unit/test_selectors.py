@@ -158,6 +158,9 @@ def test_field_selector() -> None:
         ("metadata.namespace", "!=", "y"),
     )
     assert selectors.parse_field_selector("metadata.name==a\\,b") == (("metadata.name", "=", "a,b"),)
+    # Empty terms are skipped and nothing is trimmed, as kube-apiserver reads a custom resource's field selector.
+    assert selectors.parse_field_selector(",metadata.name=a,,metadata.namespace= b,") == (
+        ("metadata.name", "=", "a"), ("metadata.namespace", "=", " b"))
 
 
 @pytest.mark.parametrize(
@@ -165,16 +168,19 @@ def test_field_selector() -> None:
     [
         ("spec.x=1", "field label not supported: spec.x"),
         ("status.phase!=Running", "field label not supported: status.phase"),
-        ("metadata.name", "invalid selector"),
-        ("metadata.name=a=b", "invalid field selector value"),
-        ("metadata.name=a,,metadata.namespace=b", "empty requirement"),
+        ("metadata.name", "invalid selector: 'metadata.name'; can't understand 'metadata.name'"),
+        ("metadata.name=a=b", "invalid field selector: unescaped character in value: 61"),
+        ("metadata.name=a\\", "invalid field selector: invalid escape sequence: \\"),
+        (" metadata.name=a", "field label not supported:  metadata.name"),
+        # Every term is parsed before any field is checked, in sorted order (kube-apiserver's).
+        ("spec.x=1,metadata.name=a\\q", "invalid field selector: invalid escape sequence: \\q"),
     ],
 )
 def test_field_selector_rejects(text: str, message: str) -> None:
     with pytest.raises(errors.ApiError) as err:
         selectors.parse_field_selector(text)
     assert err.value.code == 400
-    assert message in err.value.message
+    assert err.value.message == message
 
 
 def test_field_matches_and_render() -> None:
