@@ -10,6 +10,7 @@ library, so both are written here.
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -85,3 +86,17 @@ def bad_value(value: Any) -> str:
     if isinstance(value, float):
         return float_value(value)
     return marshal(value)
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str) -> int:
+    """``text`` as Go's ``strconv.ParseInt(text, 10, 64)`` reads it: optional sign, decimal digits, nothing else,
+    within 64 bits.  Where that fails, a ValueError whose text is Go's error."""
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(f"strconv.ParseInt: parsing {quote(text)}: invalid syntax")
+    number = int(text)
+    if not -(2**63) <= number < 2**63:
+        raise ValueError(f"strconv.ParseInt: parsing {quote(text)}: value out of range")
+    return number

@@ -10,7 +10,6 @@ can answer without reading the user-facing object first.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,8 +83,6 @@ _SPECIAL_SYMBOLS = frozenset("=!(),><")
 _WHITESPACE = frozenset(" \t\r\n")
 #: Go reads the selector byte by byte and a 0 byte ends it wherever it stands; so does the end of the text.
 _END = "\x00"
-#: ``strconv.ParseInt(value, 10, 64)``'s syntax; its range is checked apart.
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 class _Unparsable(Exception):
@@ -253,10 +250,10 @@ def _requirement(key: str, operator: str, values: list[str]) -> Requirement:
 
 def _go_int64(text: str) -> int | None:
     """``text`` as ``strconv.ParseInt(text, 10, 64)`` reads it, or None where that fails."""
-    if not _DECIMAL.fullmatch(text):
+    try:
+        return goformat.parse_int64(text)
+    except ValueError:
         return None
-    number = int(text)
-    return number if -(2**63) <= number < 2**63 else None
 
 
 def parse_label_selector(text: str) -> Selector:
@@ -359,20 +356,29 @@ def _split_term(selector: str, term: str) -> tuple[str, str, str]:
 
 
 def parse_field_selector(text: str) -> tuple[FieldRequirement, ...]:
-    """Parse a field selector into ``(field, "=" | "!=", value)`` triples, as kube-apiserver reads one for a
-    custom resource: its terms sorted, empty ones skipped, nothing trimmed, every term parsed before any field is
-    checked.  Only ``metadata.name`` and ``metadata.namespace`` are supported; anything else is the 400 it answers
-    ("field label not supported: <field>").
-    """
+    """Parse a field selector into ``(field, "=" | "!=", value)`` triples and check its fields: the two steps
+    kube-apiserver takes, apart in a list (:func:`shared.server.options.parse_list_options`)."""
+    return check_supported_fields(parse_field_terms(text))
+
+
+def parse_field_terms(text: str) -> tuple[FieldRequirement, ...]:
+    """A field selector's syntax, as kube-apiserver reads one for a custom resource: its terms sorted, empty ones
+    skipped, nothing trimmed; a malformed term or value is its 400."""
     parsed = []
     for term in sorted(_field_terms(text)):
         if term:
             field, op, raw_value = _split_term(text, term)
             parsed.append((field, NOT_EQUALS if op == "!=" else EQUALS, _unescape(raw_value)))
-    for field, _op, _value in parsed:
+    return tuple(parsed)
+
+
+def check_supported_fields(terms: tuple[FieldRequirement, ...]) -> tuple[FieldRequirement, ...]:
+    """``terms`` if each selects ``metadata.name`` or ``metadata.namespace``; else the 400 kube-apiserver answers
+    for a custom resource ("field label not supported: <field>"), for the first other field in sorted order."""
+    for field, _op, _value in terms:
         if field not in SUPPORTED_FIELDS:
             raise errors.bad_request(f"field label not supported: {field}")
-    return tuple(parsed)
+    return terms
 
 
 def render_field_selector(reqs: Sequence[FieldRequirement]) -> str:

@@ -20,44 +20,93 @@ Query = MultiMapping[str]
 _FIELD_VALIDATIONS = ("", "Ignore", "Warn", "Strict")
 
 
+def query_bool(query: Query, name: str) -> bool | None:
+    """A boolean query parameter as kube-apiserver converts one: None when absent; False for ``0`` and ``false`` in
+    any case; True for anything else, the empty string included (apimachinery's ``Convert_Slice_string_To_bool``)."""
+    values = query.getall(name, [])
+    if not values:
+        return None
+    return not (values[0] == "0" or values[0].casefold() == "false")
+
+
 def bool_param(query: Query, name: str) -> bool:
-    """A boolean query parameter; absent or empty is False, anything but true/false/1/0 a 400."""
-    raw = query.get(name)
-    if raw is None or raw == "":
-        return False
-    lowered = raw.lower()
-    if lowered in ("true", "1"):
-        return True
-    if lowered in ("false", "0"):
-        return False
-    raise errors.bad_request(f"{name}: invalid boolean value {raw!r}")
+    """A boolean query parameter, False when absent (:func:`query_bool`)."""
+    return bool(query_bool(query, name))
 
 
 def _int_param(query: Query, name: str) -> int | None:
-    raw = query.get(name)
-    if raw is None or raw == "":
+    """An integer query parameter, None when absent; present, it must be what Go's ``strconv.ParseInt`` reads, or
+    the request is kube-apiserver's 400 in Go's words (an empty value too)."""
+    values = query.getall(name, [])
+    if not values:
         return None
     try:
-        value = int(raw)
+        return goformat.parse_int64(values[0])
     except ValueError as exc:
-        raise errors.bad_request(f"{name}: invalid integer value {raw!r}") from exc
-    if value < 0:
-        raise errors.bad_request(f"{name}: must be non-negative, got {value}")
-    return value
+        raise errors.bad_request(str(exc)) from None
 
 
-def parse_list_options(query: Query) -> ListOptions:
-    """Parse and validate the query of a list or watch request (400 on anything malformed)."""
+def parse_list_options(query: Query, *, watch: bool = False) -> ListOptions:
+    """Parse and validate the query of a list, watch or deletecollection in kube-apiserver's order: the numbers,
+    the selectors' syntax (400), the options together (422 on ``ListOptions``), then the selected fields (400)."""
+    timeout_seconds = _int_param(query, "timeoutSeconds")
     limit = _int_param(query, "limit")
-    return ListOptions(
-        label_selector=selectors.render(selectors.parse_label_selector(query.get("labelSelector") or "")),
-        field_selector=selectors.parse_field_selector(query.get("fieldSelector") or ""),
-        limit=limit or None,
+    label_selector = selectors.parse_label_selector(query.get("labelSelector") or "")
+    field_terms = selectors.parse_field_terms(query.get("fieldSelector") or "")
+    options = ListOptions(
+        label_selector=selectors.render(label_selector),
+        field_selector=field_terms,
+        limit=limit if limit is not None and limit > 0 else None,
         continue_token=query.get("continue") or None,
         resource_version=query.get("resourceVersion") or None,
-        timeout_seconds=_int_param(query, "timeoutSeconds"),
+        timeout_seconds=timeout_seconds,
         allow_bookmarks=bool_param(query, "allowWatchBookmarks"),
     )
+    causes = list_options_causes(options, watch=watch, match=query.get("resourceVersionMatch") or "",
+                                 send_initial_events=query_bool(query, "sendInitialEvents"))
+    if causes:
+        raise errors.invalid("meta.k8s.io", "ListOptions", "", causes)
+    selectors.check_supported_fields(field_terms)
+    return options
+
+
+def list_options_causes(options: ListOptions, *, watch: bool, match: str,
+                        send_initial_events: bool | None) -> list[errors.Cause]:
+    """What kube-apiserver's ``ValidateListOptions`` refuses, with its WatchList feature on (as in v1.35): the
+    combinations of ``resourceVersionMatch``, ``resourceVersion``, ``continue`` and ``sendInitialEvents``."""
+    causes: list[errors.Cause] = []
+
+    def forbidden(why: str, field: str = "resourceVersionMatch") -> None:
+        causes.append(errors.field_cause(field, f"Forbidden: {why}", "FieldValueForbidden"))
+
+    def not_supported(supported: tuple[str, ...]) -> None:
+        shown = ", ".join(goformat.quote(value) for value in supported)
+        why = f"Unsupported value: {goformat.quote(match)}: supported values: {shown}"
+        causes.append(errors.field_cause("resourceVersionMatch", why, "FieldValueNotSupported"))
+
+    if watch:
+        if send_initial_events is not None and match != "NotOlderThan":
+            forbidden("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+        if match:
+            if send_initial_events is None:
+                forbidden("resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+            if match != "NotOlderThan":
+                not_supported(("NotOlderThan",))
+            if options.continue_token:
+                forbidden("resourceVersionMatch is forbidden when continue is provided")
+        return causes
+    if match:
+        if not options.resource_version:
+            forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if options.continue_token:
+            forbidden("resourceVersionMatch is forbidden when continue is provided")
+        if match not in ("Exact", "NotOlderThan"):
+            not_supported(("Exact", "NotOlderThan", ""))
+        if match == "Exact" and options.resource_version == "0":
+            forbidden('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    if send_initial_events is not None:
+        forbidden("sendInitialEvents is forbidden for list", "sendInitialEvents")
+    return causes
 
 
 @dataclass(frozen=True)

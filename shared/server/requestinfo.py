@@ -134,7 +134,7 @@ def _with_read_options(info: RequestInfo, query: Query, headers: Mapping[str, st
     if info.verb == "get":
         read_at = ListOptions(resource_version=query.get("resourceVersion") or None)
         return replace(info, output=output, list_options=read_at)
-    options = parse_list_options(query)
+    options = parse_list_options(query, watch=info.verb == "watch")
     name = info.target.name
     if name is not None:
         # The legacy single-object watch is a collection watch on metadata.name.

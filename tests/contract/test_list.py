@@ -97,6 +97,45 @@ def test_field_selectors_are_read_as_for_a_custom_resource(listed: Contract, ora
     assert refused >= 5, refused
 
 
+#: List and watch queries whose numbers, booleans and resourceVersionMatch kube-apiserver reads its own way: each
+#: sent to the oracle CRD's collection and to the service's.  Watches end after a second.
+LIST_QUERIES = [
+    "limit=-1", "limit=", "limit=abc", "limit=+3", "limit=99999999999999999999", "timeoutSeconds=-1",
+    "timeoutSeconds=abc", "allowWatchBookmarks=abc", "resourceVersionMatch=Exact", "resourceVersionMatch=Bogus",
+    "resourceVersionMatch=NotOlderThan&resourceVersion=1&continue=x", "resourceVersion=0&resourceVersionMatch=Exact",
+    "sendInitialEvents=false", "sendInitialEvents=abc", "labelSelector=a%3Db&limit=-5",
+    "labelSelector=!!x&limit=abc", "fieldSelector=spec.x%3D1&resourceVersionMatch=Exact",
+    "fieldSelector=spec.x%3D1&labelSelector=a%3Db", "watch=1&timeoutSeconds=1&resourceVersionMatch=NotOlderThan",
+    "watch=1&timeoutSeconds=1&sendInitialEvents=true",
+    "watch=1&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=Exact",
+    "watch=1&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&continue=x",
+    "watch=1&timeoutSeconds=abc", "watch=1&timeoutSeconds=1&allowWatchBookmarks=abc", "watch=yes&timeoutSeconds=1",
+]
+
+
+def answer(contract: Contract, path: str) -> tuple[int, Any]:
+    """The code and, for a refusal, the Status of a GET: a watch's stream is not one JSON document."""
+    request = urllib.request.Request(f"{contract.api.cluster.server}{path}", headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30, context=contract.api.ctx) as response:
+            response.read()
+            return response.status, None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_list_and_watch_options_are_read_as_for_a_custom_resource(listed: Contract, oracle: str) -> None:
+    """Each query is answered with the oracle's code, and refused with its Status word for word: Go's integers
+    and booleans, and kube-apiserver's rules for resourceVersionMatch and sendInitialEvents, in its order."""
+    codes = []
+    for query in LIST_QUERIES:
+        got = answer(listed, f"{listed.stack.collection}?{query}")
+        want = answer(listed, f"{oracle}?{query}")
+        assert got == want, query
+        codes.append(want[0])
+    assert codes.count(200) >= 5 and codes.count(400) >= 5 and codes.count(422) >= 8, codes
+
+
 def test_greater_than_and_less_than_select_as_for_a_custom_resource(contract: Contract, stack: Stack,
                                                                     oracle: str) -> None:
     """``rank>5`` selects the objects whose label is an integer above 5, on the service as on a CRD: a label that

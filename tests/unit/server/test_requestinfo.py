@@ -94,7 +94,6 @@ def test_verbs(method: str, tail: str, query: str, verb: str) -> None:
     ("POST", OBJECT, "", 405),
     ("PUT", COLLECTION, "", 405),
     ("PATCH", COLLECTION, "", 405),
-    ("GET", COLLECTION, "watch=maybe", 400),
 ])
 def test_what_authorization_needs_fails_at_once(method: str, tail: str, query: str, code: int) -> None:
     with pytest.raises(errors.ApiError) as raised:
@@ -141,9 +140,46 @@ def test_single_object_watch_is_a_collection_watch_on_its_name() -> None:
 
 
 def test_send_initial_events_is_a_watch_option() -> None:
-    assert info_of("GET", COLLECTION, "watch=1&sendInitialEvents=true").send_initial_events
-    assert not info_of("GET", COLLECTION, "sendInitialEvents=true").send_initial_events
-    assert problem_of(info_of("GET", COLLECTION, "watch=1&sendInitialEvents=x")).code == 400
+    """With resourceVersionMatch=NotOlderThan, as client-go's watch-list asks; on a list, or a watch without it,
+    kube-apiserver's 422 on ListOptions.  Any value but 0 and false is true, as in Go's conversion."""
+    asked = "watch=1&resourceVersionMatch=NotOlderThan&sendInitialEvents="
+    assert info_of("GET", COLLECTION, asked + "true").send_initial_events
+    assert info_of("GET", COLLECTION, asked + "x").send_initial_events
+    assert not info_of("GET", COLLECTION, asked + "FALSE").send_initial_events
+    for query in ("sendInitialEvents=true", "watch=1&sendInitialEvents=true"):
+        problem = problem_of(info_of("GET", COLLECTION, query))
+        assert (problem.code, problem.details["kind"]) == (422, "ListOptions"), query
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("limit=ten", 'strconv.ParseInt: parsing "ten": invalid syntax'),
+    ("limit=", 'strconv.ParseInt: parsing "": invalid syntax'),
+    ("timeoutSeconds=99999999999999999999", 'strconv.ParseInt: parsing "99999999999999999999": value out of range'),
+    # The numbers are read before the selectors, as kube-apiserver converts the query.
+    ("labelSelector=!!x&limit=x", 'strconv.ParseInt: parsing "x": invalid syntax'),
+])
+def test_numbers_are_refused_in_gos_words(query: str, message: str) -> None:
+    problem = problem_of(info_of("GET", COLLECTION, query))
+    assert (problem.code, problem.message) == (400, message)
+
+
+def test_a_negative_limit_is_no_limit_and_booleans_read_as_go_reads_them() -> None:
+    options = info_of("GET", COLLECTION, "limit=-5&allowWatchBookmarks=maybe").list_options
+    assert (options.limit, options.allow_bookmarks) == (None, True)
+    assert info_of("GET", COLLECTION, "watch=perhaps").verb == "watch"
+    assert info_of("GET", COLLECTION, "watch=False").verb == "list"
+
+
+def test_resource_version_match_is_refused_as_kube_apiserver_refuses_it() -> None:
+    problem = problem_of(info_of("GET", COLLECTION, "resourceVersionMatch=Bogus"))
+    assert problem.message == (
+        'ListOptions.meta.k8s.io "" is invalid: [resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden '
+        'unless resourceVersion is provided, resourceVersionMatch: Unsupported value: "Bogus": supported values: '
+        '"Exact", "NotOlderThan", ""]')
+    # The options are checked before the fields a selector names.
+    problem = problem_of(info_of("GET", COLLECTION, "fieldSelector=spec.x%3D1&resourceVersionMatch=Exact"))
+    assert problem.code == 422
+    assert info_of("GET", COLLECTION, "resourceVersion=5&resourceVersionMatch=Exact").problem is None
 
 
 def test_output_format_is_negotiated_once() -> None:
@@ -159,7 +195,8 @@ def test_output_format_is_negotiated_once() -> None:
     [
         ("labelSelector=a%20in", {}, 400),
         ("fieldSelector=spec.size%3D1", {}, 400),
-        ("limit=-1", {}, 400),
+        ("limit=x", {}, 400),
+        ("resourceVersionMatch=Exact", {}, 422),
         ("includeObject=All", {}, 400),
         ("", {"Accept": "application/xml"}, 406),
     ],
