@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from multidict import MultiMapping
+from multidict import MultiDict, MultiMapping
 
 from shared.api import errors, goformat, selectors
 from shared.api.rest import ListOptions, WriteOptions
@@ -18,6 +18,7 @@ from shared.api.rest import ListOptions, WriteOptions
 Query = MultiMapping[str]
 
 _FIELD_VALIDATIONS = ("", "Ignore", "Warn", "Strict")
+_DELETE_PARAMETERS = frozenset({"gracePeriodSeconds", "orphanDependents", "propagationPolicy", "dryRun"})
 
 
 def query_bool(query: Query, name: str) -> bool | None:
@@ -120,6 +121,8 @@ class WriteQuery:
     dry_run: tuple[str, ...] = ()
     field_manager: str | None = None
     field_validation: str = ""
+    #: A DELETE's other options as the query states them, read only when the request has no body (as kube does).
+    delete_pairs: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_query(cls, query: Query) -> WriteQuery:
@@ -127,6 +130,7 @@ class WriteQuery:
             dry_run=tuple(query.getall("dryRun", [])),
             field_manager=query.get("fieldManager") or None,
             field_validation=query.get("fieldValidation") or "",
+            delete_pairs=tuple((k, v) for k, v in query.items() if k in _DELETE_PARAMETERS),
         )
 
 
@@ -137,31 +141,74 @@ def options_invalid(
     return errors.invalid("meta.k8s.io", options_kind, "", [errors.field_cause(field, message, reason)])
 
 
-def _dry_run(values: Iterable[object], options_kind: str) -> bool:
-    values = list(values)
-    bad = [v for v in values if v != "All"]
-    if bad:
-        shown = goformat.marshal(bad)
-        raise options_invalid(options_kind, "dryRun", f'Unsupported value: {shown}: supported values: "All"')
-    return bool(values)
+def dry_run_causes(values: list[object]) -> list[errors.Cause]:
+    """kube-apiserver's ``ValidateDryRun``: every value must be ``All``; refused, the whole list is shown."""
+    if all(v == "All" for v in values):
+        return []
+    return [errors.field_cause("dryRun", f'Unsupported value: {goformat.marshal(values)}: supported values: "All"',
+                               "FieldValueNotSupported")]
+
+
+def _field_manager_causes(manager: str) -> list[errors.Cause]:
+    """kube-apiserver's ``ValidateFieldManager``: at most 128 bytes, each character printable (Go's position is a
+    byte offset)."""
+    causes = []
+    if len(manager.encode("utf-8", "surrogatepass")) > 128:
+        causes.append(errors.field_cause("fieldManager", "Too long: may not be more than 128 bytes",
+                                         "FieldValueTooLong"))
+    offset = 0
+    for char in manager:
+        if not (char.isprintable() or char == " "):
+            causes.append(errors.field_cause("fieldManager", f"Invalid value: {goformat.quote(manager)}: invalid "
+                                             f"character U+{ord(char):04X} (at position {offset})"))
+        offset += len(char.encode("utf-8", "surrogatepass"))
+    return causes
+
+
+def delete_options_causes(options: dict[str, object]) -> list[errors.Cause]:
+    """kube-apiserver's ``ValidateDeleteOptions`` of the options as decoded (from the body, or the query when there
+    is no body): ``orphanDependents`` with ``propagationPolicy``, an unknown policy, then ``dryRun``."""
+    causes = []
+    policy = options.get("propagationPolicy")
+    if options.get("orphanDependents") is not None and policy is not None:
+        causes.append(errors.field_cause("propagationPolicy", f"Invalid value: {goformat.bad_value(policy)}: "
+                                         "orphanDependents and deletionPropagation cannot be both set"))
+    if policy is not None and policy not in ("Foreground", "Background", "Orphan"):
+        causes.append(errors.field_cause("propagationPolicy", f"Unsupported value: {goformat.bad_value(policy)}: "
+                                         'supported values: "Foreground", "Background", "Orphan", "nil"',
+                                         "FieldValueNotSupported"))
+    dry_run = options.get("dryRun")
+    return causes + dry_run_causes(list(dry_run) if isinstance(dry_run, list) else [])
+
+
+def query_delete_options(query: Query | WriteQuery) -> dict[str, object]:
+    """The DeleteOptions a DELETE's query states, as kube-apiserver decodes them when there is no body: the
+    numbers with Go's ``strconv.ParseInt`` (its 400), the booleans as Go converts them."""
+    if isinstance(query, WriteQuery):
+        query = MultiDict(query.delete_pairs)
+    options: dict[str, object] = {}
+    if (grace := _int_param(query, "gracePeriodSeconds")) is not None:
+        options["gracePeriodSeconds"] = grace
+    if (orphan := query_bool(query, "orphanDependents")) is not None:
+        options["orphanDependents"] = orphan
+    if "propagationPolicy" in query:
+        options["propagationPolicy"] = query.get("propagationPolicy")
+    if dry_run := query.getall("dryRun", []):
+        options["dryRun"] = list(dry_run)
+    return options
 
 
 def write_options(raw: WriteQuery, options_kind: str, extra_dry_run: Iterable[object] = ()) -> WriteOptions:
-    """Validate ``dryRun``, ``fieldManager`` and ``fieldValidation`` of a write (422 when invalid, as kube)."""
-    dry_run = _dry_run([*raw.dry_run, *extra_dry_run], options_kind)
+    """Validate ``fieldManager``, ``dryRun`` and ``fieldValidation`` of a write: one 422 with every cause, in
+    kube-apiserver's order (``ValidateCreateOptions``)."""
+    dry_run = [*raw.dry_run, *extra_dry_run]
     manager = raw.field_manager
-    if manager is not None and (len(manager) > 128 or not manager.isprintable()):
-        raise options_invalid(
-            options_kind,
-            "fieldManager",
-            "Invalid value: must be at most 128 printable characters",
-            "FieldValueInvalid",
-        )
+    causes = _field_manager_causes(manager or "") + dry_run_causes(dry_run)
     if raw.field_validation not in _FIELD_VALIDATIONS:
-        raise options_invalid(
-            options_kind,
-            "fieldValidation",
-            f'Unsupported value: "{raw.field_validation}": supported values: "Ignore", "Strict", "Warn"',
-        )
-    return WriteOptions(dry_run=dry_run, field_manager=manager, manager=manager or "",
+        causes.append(errors.field_cause("fieldValidation", f"Unsupported value: {goformat.quote(raw.field_validation)}"
+                                         ': supported values: "", "Ignore", "Strict", "Warn"',
+                                         "FieldValueNotSupported"))
+    if causes:
+        raise errors.invalid("meta.k8s.io", options_kind, "", causes)
+    return WriteOptions(dry_run=bool(dry_run), field_manager=manager, manager=manager or "",
                         field_validation=raw.field_validation)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 from aiohttp import web
 
 from shared.admission.cluster import collect_warnings, warning_header
-from shared.api import errors
+from shared.api import errors, goformat
 from shared.api import patch as patching
 from shared.api.fieldmanager import FieldManager
 from shared.bodies import JSON, plain
@@ -31,7 +31,7 @@ from shared.schema.defaults import apply_defaults
 from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
 from shared.server.fieldvalidation import known_fields, typed_config
-from shared.server.options import write_options
+from shared.server.options import delete_options_causes, query_delete_options, write_options
 from shared.server.responses import json_response, status_response
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[web.Response]])
@@ -218,11 +218,8 @@ def _bare(obj: JSON) -> JSON:
 @_with_warnings
 async def delete(call: Call) -> web.Response:
     """Delete, honouring DeleteOptions from the query and the body (dryRun, uid/resourceVersion preconditions)."""
-    body = await _delete_options_body(call)
-    body_dry_run = body.get("dryRun") or []
-    if not isinstance(body_dry_run, list):
-        raise errors.bad_request("DeleteOptions.dryRun must be a list")
-    options = write_options(call.info.write_query, "DeleteOptions", body_dry_run)
+    body = await _delete_options(call)
+    options = write_options(call.info.write_query, "DeleteOptions", body.get("dryRun") or [])
     preconditions = body.get("preconditions") or {}
     if isinstance(preconditions, dict) and (preconditions.get("uid") or preconditions.get("resourceVersion")):
         await _check_preconditions(call, preconditions)
@@ -239,11 +236,8 @@ async def delete_collection(call: Call) -> web.Response:
     and leaves the objects after it in place.  The answer is the list as it was read, before the
     deletes.
     """
-    body = await _delete_options_body(call)
-    body_dry_run = body.get("dryRun") or []
-    if not isinstance(body_dry_run, list):
-        raise errors.bad_request("DeleteOptions.dryRun must be a list")
-    options = write_options(call.info.write_query, "DeleteOptions", body_dry_run)
+    body = await _delete_options(call)
+    options = write_options(call.info.write_query, "DeleteOptions", body.get("dryRun") or [])
     listed = await call.storage.list(call.ctx, call.namespace, call.info.list_options)
     listed = {**listed, "items": [plain(item) for item in listed.get("items") or []]}
     for item in listed["items"]:
@@ -255,17 +249,32 @@ async def delete_collection(call: Call) -> web.Response:
     return json_response(listed)
 
 
-async def _delete_options_body(call: Call) -> dict[str, Any]:
+async def _delete_options(call: Call) -> dict[str, Any]:
+    """The DeleteOptions of a DELETE, validated as kube-apiserver validates them before it deletes anything: from
+    the body when there is one (which must be a DeleteOptions), else from the query (400 for a malformed number,
+    422 on ``DeleteOptions`` for what ``ValidateDeleteOptions`` refuses).  The body's ``dryRun`` is returned for the
+    write options, which also read the query's."""
     raw = await call.body.read()
-    if not raw.strip():
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
-    if not isinstance(parsed, dict):
-        raise errors.bad_request("the DeleteOptions body must be an object")
-    return parsed
+    if raw.strip():
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
+        if not isinstance(parsed, dict):
+            raise errors.bad_request("the DeleteOptions body must be an object")
+        kind = parsed.get("kind")
+        if kind is not None and kind != "DeleteOptions":
+            version = parsed.get("apiVersion") or "meta.k8s.io/v1"
+            raise errors.bad_request(f"no kind {goformat.quote(str(kind))} is registered for version "
+                                     f'{goformat.quote(str(version))} in scheme "pkg/runtime/scheme.go:111"')
+        if not isinstance(parsed.get("dryRun") or [], list):
+            raise errors.bad_request("DeleteOptions.dryRun must be a list")
+        stated: dict[str, Any] = parsed
+    else:
+        stated = query_delete_options(call.info.write_query)
+    if causes := delete_options_causes(stated):
+        raise errors.invalid("meta.k8s.io", "DeleteOptions", "", causes)
+    return stated if raw.strip() else {}
 
 
 async def _check_preconditions(call: Call, preconditions: dict[str, Any]) -> None:

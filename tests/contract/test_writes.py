@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.contract.stack import Contract, Stack
+import pytest
+
+from tests.contract.stack import KIND, ORACLE_GROUP, Contract, Stack
 from tests.kube import wait_for
 
 DEFAULTS = {"size": 1, "tier": "small"}
@@ -42,3 +44,50 @@ def test_explain_shows_the_definition_schema(contract: Contract, stack: Stack) -
     out = wait_for(lambda: (r := contract.kubectl("explain", f"{stack.resource}.spec", check=False)).returncode == 0
                    and r.stdout, "kubectl explain of the spec", timeout=90, interval=2)
     assert all(key in out for key in ("size", "tier", "note")), out
+
+
+#: DELETE requests kube-apiserver refuses before it deletes anything, or reads in its own way: options in the body,
+#: or in the query when there is no body.
+DELETES: list[tuple[str, dict[str, object] | None]] = [
+    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Bogus"}),
+    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": True, "propagationPolicy": "Foreground"}),
+    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Sideways", "dryRun": ["Some"]}),
+    ("", {"kind": "Pod", "apiVersion": "v1"}),
+    ("?propagationPolicy=Bogus", None),
+    ("?gracePeriodSeconds=abc", None),
+    ("?orphanDependents=yes&propagationPolicy=Orphan", None),
+    ("?dryRun=All&dryRun=Some", None),
+]
+
+
+def test_bad_delete_options_are_refused_as_for_a_custom_resource_and_delete_nothing(contract: Contract,
+                                                                                    stack: Stack,
+                                                                                    oracle: str) -> None:
+    """Each bad DELETE gets the oracle CRD's code and Status word for word, and both objects are still there."""
+    contract.apply("doomed", {"size": 1})
+    code, body = contract.api.request("POST", oracle, {"apiVersion": f"{ORACLE_GROUP}/v1alpha1", "kind": KIND,
+                                                       "metadata": {"name": "doomed"}, "spec": {"size": 1}})
+    assert code in (201, 409), body
+    for query, options in DELETES:
+        with contract.nothing_changes():
+            got = contract.api.request("DELETE", stack.path("doomed") + query, options)
+        want = contract.api.request("DELETE", f"{oracle}/doomed{query}", options)
+        assert want[0] in (400, 422), (query, options, want)
+        assert got == want, (query, options)
+        assert contract.api.request("GET", f"{oracle}/doomed")[0] == 200
+    assert contract.get("doomed")["metadata"]["name"] == "doomed"
+
+
+@pytest.mark.parametrize("query", [
+    "fieldManager=" + "m" * 129, "fieldManager=a%07b", "fieldValidation=bogus", "dryRun=All&dryRun=Some",
+    "fieldManager=" + "m" * 129 + "&dryRun=x&fieldValidation=y",
+])
+def test_bad_create_options_are_refused_as_for_a_custom_resource(contract: Contract, stack: Stack, oracle: str,
+                                                                 query: str) -> None:
+    """The oracle CRD's 422 on CreateOptions word for word, every cause in its order; nothing is created."""
+    with contract.nothing_changes():
+        got = contract.api.request("POST", f"{stack.collection}?{query}", stack.manifest("opts", {"size": 1}))
+    want = contract.api.request("POST", f"{oracle}?{query}", {"apiVersion": f"{ORACLE_GROUP}/v1alpha1", "kind": KIND,
+                                                              "metadata": {"name": "opts"}, "spec": {"size": 1}})
+    assert want[0] == 422, want
+    assert got == want

@@ -251,4 +251,4 @@ def test_patch_type_comes_from_the_content_type() -> None:
 def test_delete_keeps_its_query_options_for_the_body_to_complete() -> None:
     info = info_of("DELETE", OBJECT, [("dryRun", "Some"), ("fieldManager", "me")])
     assert info.problem is None
-    assert info.write_query == WriteQuery(dry_run=("Some",), field_manager="me")
+    assert info.write_query == WriteQuery(dry_run=("Some",), field_manager="me", delete_pairs=(("dryRun", "Some"),))
