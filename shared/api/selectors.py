@@ -165,9 +165,9 @@ class _LabelSelectorParser:
                 raise errors.bad_request(f"found '{literal}', expected: identifier after ','")
 
     def requirement(self) -> Requirement:
-        negated = self.consume()[0] is _Token.DOES_NOT_EXIST
-        if not negated:
-            self.pos -= 1
+        negated = self.lookahead()[0] is _Token.DOES_NOT_EXIST
+        if negated:
+            self.consume()
         token, key = self.consume()
         if token is not _Token.IDENTIFIER:
             raise _Unparsable(f"found '{key}', expected: identifier")

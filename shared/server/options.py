@@ -158,7 +158,7 @@ def _field_manager_causes(manager: str) -> list[errors.Cause]:
                                          "FieldValueTooLong"))
     offset = 0
     for char in manager:
-        if not (char.isprintable() or char == " "):
+        if not char.isprintable():
             causes.append(errors.field_cause("fieldManager", f"Invalid value: {goformat.quote(manager)}: invalid "
                                              f"character U+{ord(char):04X} (at position {offset})"))
         offset += len(char.encode("utf-8", "surrogatepass"))
@@ -181,11 +181,10 @@ def delete_options_causes(options: dict[str, object]) -> list[errors.Cause]:
     return causes + dry_run_causes(list(dry_run) if isinstance(dry_run, list) else [])
 
 
-def query_delete_options(query: Query | WriteQuery) -> dict[str, object]:
+def query_delete_options(raw: WriteQuery) -> dict[str, object]:
     """The DeleteOptions a DELETE's query states, as kube-apiserver decodes them when there is no body: the
     numbers with Go's ``strconv.ParseInt`` (its 400), the booleans as Go converts them."""
-    if isinstance(query, WriteQuery):
-        query = MultiDict(query.delete_pairs)
+    query = MultiDict(raw.delete_pairs)
     options: dict[str, object] = {}
     if (grace := _int_param(query, "gracePeriodSeconds")) is not None:
         options["gracePeriodSeconds"] = grace

@@ -255,26 +255,29 @@ async def _delete_options(call: Call) -> dict[str, Any]:
     422 on ``DeleteOptions`` for what ``ValidateDeleteOptions`` refuses).  The body's ``dryRun`` is returned for the
     write options, which also read the query's."""
     raw = await call.body.read()
-    if raw.strip():
-        try:
-            parsed = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
-        if not isinstance(parsed, dict):
-            raise errors.bad_request("the DeleteOptions body must be an object")
-        kind = parsed.get("kind")
-        if kind is not None and kind != "DeleteOptions":
-            version = parsed.get("apiVersion") or "meta.k8s.io/v1"
-            raise errors.bad_request(f"no kind {goformat.quote(str(kind))} is registered for version "
-                                     f'{goformat.quote(str(version))} in scheme "pkg/runtime/scheme.go:111"')
-        if not isinstance(parsed.get("dryRun") or [], list):
-            raise errors.bad_request("DeleteOptions.dryRun must be a list")
-        stated: dict[str, Any] = parsed
-    else:
-        stated = query_delete_options(call.info.write_query)
+    body = _delete_options_body(raw) if raw.strip() else None
+    stated = body if body is not None else query_delete_options(call.info.write_query)
     if causes := delete_options_causes(stated):
         raise errors.invalid("meta.k8s.io", "DeleteOptions", "", causes)
-    return stated if raw.strip() else {}
+    return body or {}  # without a body, the query's dryRun is the write options' to read
+
+
+def _delete_options_body(raw: bytes) -> dict[str, Any]:
+    """A DELETE's body: a JSON object of kind DeleteOptions (or of no kind), its ``dryRun`` a list."""
+    try:
+        stated = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
+    if not isinstance(stated, dict):
+        raise errors.bad_request("the DeleteOptions body must be an object")
+    kind = stated.get("kind")
+    if kind is not None and kind != "DeleteOptions":
+        version = stated.get("apiVersion") or "meta.k8s.io/v1"
+        raise errors.bad_request(f"no kind {goformat.quote(str(kind))} is registered for version "
+                                 f'{goformat.quote(str(version))} in scheme "pkg/runtime/scheme.go:111"')
+    if not isinstance(stated.get("dryRun") or [], list):
+        raise errors.bad_request("DeleteOptions.dryRun must be a list")
+    return stated
 
 
 async def _check_preconditions(call: Call, preconditions: dict[str, Any]) -> None:
