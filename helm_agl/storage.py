@@ -1,14 +1,15 @@
 """The REST layer of one Helm-backed kind: Application requests become HelmRelease operations.
 
-Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
-validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
-kube-apiserver, every read goes kube-apiserver (or the informer) -> project.  Consistent gets go to
-kube-apiserver (one get is already the cheapest consistent read), gets at a resourceVersion to the
-informer, as kube-apiserver answers them; lists are answered from the informer whenever that is as
-consistent as kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per
-revision by :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are
-served from one :class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w``
-share one upstream watch and survive a kube-apiserver restart.
+Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) -> validate -> build
+-> validating admission (ValidatingAdmissionPolicies, validating webhooks) -> kube-apiserver, every read goes
+kube-apiserver (or the informer) -> project. Consistent gets go to kube-apiserver (one get is already the
+cheapest consistent read), gets at a resourceVersion to the informer, as kube-apiserver answers them (to
+kube-apiserver at that resourceVersion when the informer has not reached it: its watch cache then waits, or
+answers 504, as for a custom resource); lists are answered from the informer whenever that is as consistent as
+kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per revision by
+:class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served from one
+:class:`shared.client.informer.Informer` per kind, so any number of ``kubectl get -w`` share one upstream watch
+and survive a kube-apiserver restart.
 """
 
 from __future__ import annotations
@@ -146,9 +147,10 @@ class ApplicationStorage:
             )
         return exc
 
-    async def _live(self, namespace: str, name: str) -> JSON:
+    async def _live(self, namespace: str, name: str, resource_version: str | None = None) -> JSON:
         try:
-            hr = await self._releases.get(namespace, backing_name(self.definition, name))
+            hr = await self._releases.get(namespace, backing_name(self.definition, name),
+                                          resource_version=resource_version)
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         if not is_application(hr, self.definition.kind, self.info.group):
@@ -175,8 +177,8 @@ class ApplicationStorage:
         lists (:class:`Projections`), so an unchanged HelmRelease is not projected again."""
         key = (namespace, backing_name(self.definition, name))
         found = await self._informer.lookup(key, resource_version) if resource_version else None
-        if found is None:
-            app = self._projections.current(key, await self._live(namespace, name))
+        if found is None:  # kube-apiserver answers at the same version, so its wait and its 504 are the oracle's
+            app = self._projections.current(key, await self._live(namespace, name, resource_version))
         else:  # answered from the cache, as kube-apiserver answers from its watch cache (404: none there)
             app = None if found.packed is None else self._projections.encoded(Cached(key, found.rv, found.packed))
         if app is None:

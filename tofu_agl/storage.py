@@ -1,15 +1,14 @@
 """The REST layer of one Tofu-backed kind: Application requests become Terraform operations.
 
-Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) ->
-validate -> build -> validating admission (ValidatingAdmissionPolicies, validating webhooks) ->
-kube-apiserver, every read goes
-kube-apiserver (or the informer) -> project.  Shaped like helm_agl's storage on purpose (Draft 1
-keeps the two stacks side by side so Draft 2 can extract the common interface from real code).
-Consistent gets go to kube-apiserver (one get is already the cheapest consistent read), gets at a
-resourceVersion to the informer, as kube-apiserver answers them; lists are answered
-from the informer whenever that is as consistent as kube-apiserver would be
-(:meth:`Informer.entries`, each object's projection kept per revision by
-:class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served from one
+Only I/O lives here: every write goes mutating admission (the cluster's mutating webhooks) -> validate -> build ->
+validating admission (ValidatingAdmissionPolicies, validating webhooks) -> kube-apiserver, every read goes
+kube-apiserver (or the informer) -> project. Shaped like helm_agl's storage on purpose (Draft 1 keeps the two
+stacks side by side so Draft 2 can extract the common interface from real code). Consistent gets go to
+kube-apiserver (one get is already the cheapest consistent read), gets at a resourceVersion to the informer, as
+kube-apiserver answers them (to kube-apiserver at that resourceVersion when the informer has not reached it: its
+watch cache then waits, or answers 504, as for a custom resource); lists are answered from the informer whenever
+that is as consistent as kube-apiserver would be (:meth:`Informer.entries`, each object's projection kept per
+revision by :class:`shared.client.projections.Projections`), else from kube-apiserver; watches are served from one
 :class:`shared.client.informer.Informer` per kind.
 
 What only Tofu has: plan approval.  The ``approve-plan`` annotation is a command checked against
@@ -225,9 +224,10 @@ class ApplicationStorage:
             )
         return exc
 
-    async def _live(self, namespace: str, name: str) -> JSON:
+    async def _live(self, namespace: str, name: str, resource_version: str | None = None) -> JSON:
         try:
-            tf = await self._terraforms.get(namespace, backing_name(self.definition, name))
+            tf = await self._terraforms.get(namespace, backing_name(self.definition, name),
+                                            resource_version=resource_version)
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         if not is_application(tf, self.definition.kind, self.group):
@@ -255,8 +255,8 @@ class ApplicationStorage:
         again.  A pending plan's summary is read from other objects, so that projection is made per read."""
         key = (namespace, backing_name(self.definition, name))
         tf = await self._cached(key, name, resource_version) if resource_version else None
-        if tf is None:
-            tf = await self._live(namespace, name)
+        if tf is None:  # kube-apiserver answers at the same version, so its wait and its 504 are the oracle's
+            tf = await self._live(namespace, name, resource_version)
         app = await self._project(tf) if awaiting_approval(tf) else self._projections.current(key, tf)
         if app is None:
             raise self._not_found(name)

@@ -89,6 +89,7 @@ def bad_value(value: Any) -> str:
 
 
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
+_UNSIGNED = re.compile(r"[0-9]+")
 
 
 def parse_int64(text: str) -> int:
@@ -99,4 +100,15 @@ def parse_int64(text: str) -> int:
     number = int(text)
     if not -(2**63) <= number < 2**63:
         raise ValueError(f"strconv.ParseInt: parsing {quote(text)}: value out of range")
+    return number
+
+
+def parse_uint64(text: str) -> int:
+    """``text`` as Go's ``strconv.ParseUint(text, 10, 64)`` reads it: decimal digits only (no sign), within 64 bits.
+    Where that fails, a ValueError whose text is Go's error."""
+    if not _UNSIGNED.fullmatch(text):
+        raise ValueError(f"strconv.ParseUint: parsing {quote(text)}: invalid syntax")
+    number = int(text)
+    if number >= 2**64:
+        raise ValueError(f"strconv.ParseUint: parsing {quote(text)}: value out of range")
     return number

@@ -71,6 +71,19 @@ def parse_list_options(query: Query, *, watch: bool = False) -> ListOptions:
     return options
 
 
+def check_resource_version(resource_version: str | None) -> None:
+    """A get's or a watch's ``resourceVersion`` as kube-apiserver's storage reads it (``APIObjectVersioner``): a
+    number that is not Go's unsigned 64-bit integer fails there, with a 500 and no reason, since the storage's
+    invalid error is no API status.  (A list says 400 instead: kube-apiserver checks its options first.)"""
+    if not resource_version:
+        return
+    try:
+        goformat.parse_uint64(resource_version)
+    except ValueError as exc:
+        raise errors.ApiError(500, "", f"resourceVersion: Invalid value: {goformat.quote(resource_version)}: {exc}") \
+            from None
+
+
 def list_options_causes(options: ListOptions, *, watch: bool, match: str,
                         send_initial_events: bool | None) -> list[errors.Cause]:
     """What kube-apiserver's ``ValidateListOptions`` refuses, with its WatchList feature on (as in v1.35): the

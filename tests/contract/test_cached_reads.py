@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from localcluster import services
 from localcluster.cluster import Cluster
 
@@ -75,3 +76,49 @@ def test_a_get_at_resource_version_zero_of_a_missing_object_answers_as_the_oracl
     assert (code, status["reason"]) == (oracle_code, oracle_status["reason"]) == (404, "NotFound"), (status,
                                                                                                    oracle_status)
     assert status["details"]["name"] == missing, status
+
+
+def test_a_get_ahead_of_every_write_times_out_as_the_oracle(contract: Contract, stack: Stack, oracle: str) -> None:
+    """A GET at a resourceVersion no write has reached yet: kube-apiserver's watch cache waits for it (3 s) and then
+    answers 504 ``ResourceVersionTooLarge``, not the object as it is now, which would be older than asked for."""
+    name = f"ahead-{uuid.uuid4().hex[:6]}"
+    created = contract.create(name, {"size": 1})
+    code, body = contract.api.request("POST", oracle, stack.manifest(name, {"size": 1}) | {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": name}})
+    assert code == 201, body
+    ahead = str(int(created["metadata"]["resourceVersion"]) + 10**12)
+    oracle_code, oracle_status = contract.api.request("GET", f"{oracle}/{name}?resourceVersion={ahead}")
+    code, status = contract.api.request("GET", f"{stack.path(name)}?resourceVersion={ahead}")
+    assert (code, status["reason"]) == (oracle_code, oracle_status["reason"]) == (504, "Timeout"), (status,
+                                                                                                   oracle_status)
+    assert status["details"] == oracle_status["details"], (status, oracle_status)
+    # "current" is each watch cache's own revision, which may differ by the writes each has seen.
+    for said in (status, oracle_status):
+        assert said["message"].startswith(f"Timeout: Too large resource version: {ahead}, current: "), said
+    code, now = contract.api.request("GET", stack.path(name))
+    assert code == 200 and now["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"], now
+    # A watch from there waits for the writes to come: nothing until its timeout.
+    ahead_watch = f"?watch=1&resourceVersion={ahead}&timeoutSeconds=1"
+    assert contract.api.request("GET", stack.collection + ahead_watch) == contract.api.request(
+        "GET", oracle + ahead_watch) == (200, None)
+
+
+@pytest.mark.parametrize("version", ["abc", "-1", "1.5", str(2**64)])
+def test_a_malformed_resource_version_answers_as_the_oracle(contract: Contract, stack: Stack, oracle: str,
+                                                            version: str) -> None:
+    """kube-apiserver's storage reads a get's or a watch's resourceVersion and fails with a 500 and no reason; a
+    list's options are checked first (400).  The services answered the object as it is, or opened the watch."""
+    name = f"badrv-{uuid.uuid4().hex[:6]}"
+    contract.create(name, {"size": 1})
+    code, body = contract.api.request("POST", oracle, stack.manifest(name, {"size": 1}) | {
+        "apiVersion": f"{ORACLE_GROUP}/v1alpha1", "metadata": {"name": name}})
+    assert code == 201, body
+    for ours, theirs in ((f"{stack.path(name)}?resourceVersion={version}",
+                          f"{oracle}/{name}?resourceVersion={version}"),
+                         (f"{stack.collection}?watch=1&resourceVersion={version}",
+                          f"{oracle}?watch=1&resourceVersion={version}"),
+                         (f"{stack.collection}?resourceVersion={version}", f"{oracle}?resourceVersion={version}")):
+        oracle_code, oracle_status = contract.api.request("GET", theirs)
+        code, status = contract.api.request("GET", ours)
+        assert oracle_code in (400, 500), (theirs, oracle_status)
+        assert (code, status) == (oracle_code, oracle_status), (ours, status, oracle_status)

@@ -51,3 +51,22 @@ def test_a_bad_value_is_printed_as_error_body_prints_it(value: Any, shown: str) 
 def test_a_float_is_printed_as_go_prints_a_float64(value: float, shown: str) -> None:
     assert goformat.float_value(value) == shown
     assert goformat.bad_value(value) == shown
+
+
+@pytest.mark.parametrize(("text", "number"), [("0", 0), ("00", 0), ("42", 42), (str(2**64 - 1), 2**64 - 1)])
+def test_parse_uint64_reads_what_strconv_parseuint_reads(text: str, number: int) -> None:
+    assert goformat.parse_uint64(text) == number
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("abc", 'strconv.ParseUint: parsing "abc": invalid syntax'),
+    ("-1", 'strconv.ParseUint: parsing "-1": invalid syntax'),
+    ("+1", 'strconv.ParseUint: parsing "+1": invalid syntax'),
+    ("1.5", 'strconv.ParseUint: parsing "1.5": invalid syntax'),
+    ("", 'strconv.ParseUint: parsing "": invalid syntax'),
+    (str(2**64), f'strconv.ParseUint: parsing "{2**64}": value out of range'),
+])
+def test_parse_uint64_refuses_in_go_s_words(text: str, error: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        goformat.parse_uint64(text)
+    assert str(caught.value) == error

@@ -83,8 +83,12 @@ class ObjectClient:
             query.append(("fieldValidation", field_validation))
         return query
 
-    async def get(self, namespace: str | None, name: str, *, subresource: str | None = None) -> JSON:
-        return await self._call("GET", self.gvr.path(namespace, name, subresource))
+    async def get(self, namespace: str | None, name: str, *, subresource: str | None = None,
+                  resource_version: str | None = None) -> JSON:
+        """The object; with ``resource_version``, as kube-apiserver's watch cache answers a GET at that version
+        (any state for ``"0"``, not older than it otherwise, 504 when it is ahead of the cache for 3 s)."""
+        query = [("resourceVersion", resource_version)] if resource_version is not None else None
+        return await self._call("GET", self.gvr.path(namespace, name, subresource), query)
 
     async def list(
         self,
