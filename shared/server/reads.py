@@ -8,13 +8,11 @@ from shared.api import table
 from shared.api.rest import Storage
 from shared.bodies import JSON, Encoded, plain
 from shared.server.call import Call
-from shared.server.options import check_resource_version
 from shared.server.requestinfo import Output
 from shared.server.responses import json_response, list_response
 
 
 async def get(call: Call) -> web.Response:
-    check_resource_version(call.info.list_options.resource_version)
     obj = await call.storage.get(call.ctx, call.namespace, call.name, call.info.list_options.resource_version)
     return json_response(_render(call.storage, obj, call.info.output, many=False))
 

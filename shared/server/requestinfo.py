@@ -21,7 +21,15 @@ from shared.api.fieldmanager import manager_from_user_agent
 from shared.api.patch import PatchType, patch_type
 from shared.api.paths import resource_path
 from shared.api.rest import ListOptions, WriteOptions
-from shared.server.options import Query, WriteQuery, bool_param, options_invalid, parse_list_options, write_options
+from shared.server.options import (
+    Query,
+    WriteQuery,
+    bool_param,
+    check_resource_version,
+    options_invalid,
+    parse_list_options,
+    write_options,
+)
 from shared.server.responses import not_found
 
 READ_VERBS = frozenset({"get", "list", "watch"})
@@ -133,8 +141,11 @@ def _with_read_options(info: RequestInfo, query: Query, headers: Mapping[str, st
     output = Output(table.negotiate(headers.get("Accept")), table.parse_include_object(query.get("includeObject")))
     if info.verb == "get":
         read_at = ListOptions(resource_version=query.get("resourceVersion") or None)
+        check_resource_version(read_at.resource_version)
         return replace(info, output=output, list_options=read_at)
     options = parse_list_options(query, watch=info.verb == "watch")
+    if info.verb == "watch":
+        check_resource_version(options.resource_version)
     name = info.target.name
     if name is not None:
         # The legacy single-object watch is a collection watch on metadata.name.

@@ -21,7 +21,6 @@ from shared.api.rest import ListOptions, RequestContext, Storage
 from shared.bodies import JSON, dumps
 from shared.server.call import Call
 from shared.server.metrics import Metrics
-from shared.server.options import check_resource_version
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,6 @@ async def serve(
     call: Call, request: web.Request, *, stopping: asyncio.Event, metrics: Metrics, start_grace: float
 ) -> web.StreamResponse:
     """Stream the watch ``call`` describes on ``request``'s connection; ``stopping`` ends it on shutdown."""
-    check_resource_version(call.info.list_options.resource_version)
     deadline = _Deadline(call.info.list_options.timeout_seconds)
     queue: asyncio.Queue[_Item] = asyncio.Queue(maxsize=256)
     pump = asyncio.create_task(_pump(_events(call), queue))

@@ -252,3 +252,14 @@ def test_delete_keeps_its_query_options_for_the_body_to_complete() -> None:
     info = info_of("DELETE", OBJECT, [("dryRun", "Some"), ("fieldManager", "me")])
     assert info.problem is None
     assert info.write_query == WriteQuery(dry_run=("Some",), field_manager="me", delete_pairs=(("dryRun", "Some"),))
+
+
+def test_a_get_or_watch_at_a_malformed_resource_version_keeps_the_storage_s_500_for_after_authorization() -> None:
+    """kube-apiserver's storage refuses it (500, no reason); a list refuses it earlier, with kube's 400."""
+    message = 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax'
+    for tail, query in ((OBJECT, "resourceVersion=abc"), (COLLECTION, "watch=1&resourceVersion=abc")):
+        problem = problem_of(info_of("GET", tail, query))
+        assert (problem.code, problem.reason, problem.message) == (500, "", message), tail
+    for tail, query in ((OBJECT, "resourceVersion=0"), (COLLECTION, "watch=1&resourceVersion=12"),
+                        (COLLECTION, "resourceVersion=abc")):
+        assert info_of("GET", tail, query).problem is None, (tail, query)
