@@ -201,9 +201,8 @@ class ApplicationStorage:
             namespace,
             label_selector=self._backing_selector(options),
             field_selector=self._backing_fields(options),
-            limit=options.limit,
-            continue_token=options.continue_token,
-            resource_version=options.resource_version,
+            limit=options.limit, continue_token=options.continue_token,
+            resource_version=options.resource_version, resource_version_match=options.resource_version_match,
         )
         items = [app for hr in page.get("items") or [] if (app := self._to_app(hr)) is not None]
         meta = page.get("metadata") or {}
@@ -214,7 +213,7 @@ class ApplicationStorage:
     async def _cached_list(self, namespace: str | None, options: ListOptions) -> JSON | None:
         """The list from the informer when kube's resourceVersion semantics allow it (see
         :meth:`Informer.entries`) and it fits in one page; None means: ask kube-apiserver."""
-        if options.continue_token:
+        if options.continue_token or options.exact:
             return None
         user_selector = selectors.parse_label_selector(options.label_selector)
         cached = await self._informer.entries(options.resource_version, namespace)
@@ -310,7 +309,7 @@ class ApplicationStorage:
         await self._admit(AdmissionRequest.for_write("DELETE", self.info, ctx, namespace, "" if collection else name,
                                                      options, old=self._to_app(existing)))
         try:
-            result = await self._releases.delete(namespace, existing["metadata"]["name"], dry_run=options.dry_run)
+            result = await self._releases.delete(namespace, existing["metadata"]["name"], options.delete_options())
         except ApiError as exc:
             raise self._rename(exc, name) from exc
         # kube-apiserver answers with the object when finalizers keep it (it now has a

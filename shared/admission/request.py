@@ -73,7 +73,9 @@ class AdmissionRequest:
         target = ResourceAttributes(operation.lower(), info.group, info.version, info.plural, namespace, name)
         kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
         write_options: JSON = {"apiVersion": "meta.k8s.io/v1", "kind": kind}
-        if options.dry_run:
+        if operation == "DELETE":
+            write_options.update(options.delete_options())
+        elif options.dry_run:
             write_options["dryRun"] = ["All"]
         if options.field_manager and operation != "DELETE":
             write_options["fieldManager"] = options.field_manager

@@ -9,7 +9,7 @@ service decides what an object *is*, the toolkit decides how it is served.
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -86,8 +86,16 @@ class ListOptions:
     limit: int | None = None
     continue_token: str | None = None
     resource_version: str | None = None
+    #: ``resourceVersionMatch``: "" (absent), ``NotOlderThan`` or ``Exact`` (a list of the state at exactly
+    #: ``resource_version``, which only kube-apiserver can answer).
+    resource_version_match: str = ""
     timeout_seconds: int | None = None
     allow_bookmarks: bool = False
+
+    @property
+    def exact(self) -> bool:
+        """A list of the state at exactly ``resource_version``: kube-apiserver's to answer, a cache keeps no past."""
+        return self.resource_version_match == "Exact"
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,13 @@ class WriteOptions:
     force: bool = False
     #: ``fieldValidation``: "" (absent), Ignore, Warn or Strict.
     field_validation: str = ""
+    #: A DELETE's ``propagationPolicy``, ``orphanDependents`` and ``gracePeriodSeconds`` as stated: the backing
+    #: object's delete is sent them, so kube-apiserver applies them there as it would to a custom resource.
+    deletion: Mapping[str, object] = field(default_factory=dict)
+
+    def delete_options(self) -> dict[str, object]:
+        """The DeleteOptions fields of a DELETE as it goes on (to admission, to the backing object's delete)."""
+        return {**self.deletion, "dryRun": ["All"]} if self.dry_run else dict(self.deletion)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ what kubectl prints for built-in kinds too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from multidict import MultiDict, MultiMapping
@@ -18,7 +18,8 @@ from shared.api.rest import ListOptions, WriteOptions
 Query = MultiMapping[str]
 
 _FIELD_VALIDATIONS = ("", "Ignore", "Warn", "Strict")
-_DELETE_PARAMETERS = frozenset({"gracePeriodSeconds", "orphanDependents", "propagationPolicy", "dryRun"})
+_PASSED_ON = ("gracePeriodSeconds", "orphanDependents", "propagationPolicy")
+_DELETE_PARAMETERS = frozenset({*_PASSED_ON, "dryRun"})
 
 
 def query_bool(query: Query, name: str) -> bool | None:
@@ -60,10 +61,11 @@ def parse_list_options(query: Query, *, watch: bool = False) -> ListOptions:
         limit=limit if limit is not None and limit > 0 else None,
         continue_token=query.get("continue") or None,
         resource_version=query.get("resourceVersion") or None,
+        resource_version_match=query.get("resourceVersionMatch") or "",
         timeout_seconds=timeout_seconds,
         allow_bookmarks=bool_param(query, "allowWatchBookmarks"),
     )
-    causes = list_options_causes(options, watch=watch, match=query.get("resourceVersionMatch") or "",
+    causes = list_options_causes(options, watch=watch, match=options.resource_version_match,
                                  send_initial_events=query_bool(query, "sendInitialEvents"))
     if causes:
         raise errors.invalid("meta.k8s.io", "ListOptions", "", causes)
@@ -210,17 +212,24 @@ def query_delete_options(raw: WriteQuery) -> dict[str, object]:
     return options
 
 
-def write_options(raw: WriteQuery, options_kind: str, extra_dry_run: Iterable[object] = ()) -> WriteOptions:
+def delete_write_options(stated: Mapping[str, object]) -> WriteOptions:
+    """A DELETE's write options from its DeleteOptions as validated, read from the body or else the query, never
+    both, and without ``fieldManager`` or ``fieldValidation``, which DeleteOptions does not have (as kube-apiserver
+    reads them): ``dryRun``, and what the backing object's delete is sent."""
+    return WriteOptions(dry_run=bool(stated.get("dryRun")),
+                        deletion={key: stated[key] for key in _PASSED_ON if stated.get(key) is not None})
+
+
+def write_options(raw: WriteQuery, options_kind: str) -> WriteOptions:
     """Validate ``fieldManager``, ``dryRun`` and ``fieldValidation`` of a write: one 422 with every cause, in
     kube-apiserver's order (``ValidateCreateOptions``)."""
-    dry_run = [*raw.dry_run, *extra_dry_run]
     manager = raw.field_manager
-    causes = _field_manager_causes(manager or "") + dry_run_causes(dry_run)
+    causes = _field_manager_causes(manager or "") + dry_run_causes(list(raw.dry_run))
     if raw.field_validation not in _FIELD_VALIDATIONS:
         causes.append(errors.field_cause("fieldValidation", f"Unsupported value: {goformat.quote(raw.field_validation)}"
                                          ': supported values: "", "Ignore", "Strict", "Warn"',
                                          "FieldValueNotSupported"))
     if causes:
         raise errors.invalid("meta.k8s.io", options_kind, "", causes)
-    return WriteOptions(dry_run=bool(dry_run), field_manager=manager, manager=manager or "",
+    return WriteOptions(dry_run=bool(raw.dry_run), field_manager=manager, manager=manager or "",
                         field_validation=raw.field_validation)

@@ -154,7 +154,8 @@ async def _initial_events_then_watch(
 
     Newer client-go reflectors ask for ``sendInitialEvents=true``: the current objects as ADDED
     events, then a BOOKMARK annotated ``k8s.io/initial-events-end``, then changes.  Without the
-    bookmark such a client waits until its watch times out before falling back to list.
+    bookmark such a client waits until its watch times out before falling back to list.  The bookmark
+    is one: a watch that does not allow bookmarks gets none, as from kube-apiserver's watch cache.
     """
     first = ListOptions(
         label_selector=options.label_selector,
@@ -165,14 +166,15 @@ async def _initial_events_then_watch(
     for item in lst.get("items") or []:
         yield {"type": "ADDED", "object": item}
     rv = (lst.get("metadata") or {}).get("resourceVersion") or ""
-    yield {
-        "type": "BOOKMARK",
-        "object": {
-            "apiVersion": storage.info.api_version,
-            "kind": storage.info.kind,
-            "metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}},
-        },
-    }
+    if options.allow_bookmarks:
+        yield {
+            "type": "BOOKMARK",
+            "object": {
+                "apiVersion": storage.info.api_version,
+                "kind": storage.info.kind,
+                "metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}},
+            },
+        }
     follow = ListOptions(
         label_selector=options.label_selector,
         field_selector=options.field_selector,

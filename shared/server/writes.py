@@ -16,22 +16,22 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 from aiohttp import web
 
 from shared.admission.cluster import collect_warnings, warning_header
-from shared.api import errors, goformat
+from shared.api import errors
 from shared.api import patch as patching
 from shared.api.fieldmanager import FieldManager
 from shared.bodies import JSON, plain
 from shared.schema.defaults import apply_defaults
+from shared.server import deleteoptions
 from shared.server.body import check_object, json_duplicates
 from shared.server.call import Call
 from shared.server.fieldvalidation import known_fields, typed_config
-from shared.server.options import delete_options_causes, query_delete_options, write_options
+from shared.server.options import delete_options_causes, delete_write_options, query_delete_options
 from shared.server.responses import json_response, status_response
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[web.Response]])
@@ -217,10 +217,11 @@ def _bare(obj: JSON) -> JSON:
 
 @_with_warnings
 async def delete(call: Call) -> web.Response:
-    """Delete, honouring DeleteOptions from the query and the body (dryRun, uid/resourceVersion preconditions)."""
-    body = await _delete_options(call)
-    options = write_options(call.info.write_query, "DeleteOptions", body.get("dryRun") or [])
-    preconditions = body.get("preconditions") or {}
+    """Delete, honouring the DeleteOptions of the body or else the query: dryRun, uid/resourceVersion preconditions,
+    and the propagation policy and grace period, which the backing object's delete is sent."""
+    stated = await _delete_options(call)
+    options = delete_write_options(stated)
+    preconditions = stated.get("preconditions") or {}
     if isinstance(preconditions, dict) and (preconditions.get("uid") or preconditions.get("resourceVersion")):
         await _check_preconditions(call, preconditions)
     return json_response(await call.storage.delete(call.ctx, call.namespace, call.name, options))
@@ -236,8 +237,7 @@ async def delete_collection(call: Call) -> web.Response:
     and leaves the objects after it in place.  The answer is the list as it was read, before the
     deletes.
     """
-    body = await _delete_options(call)
-    options = write_options(call.info.write_query, "DeleteOptions", body.get("dryRun") or [])
+    options = delete_write_options(await _delete_options(call))
     listed = await call.storage.list(call.ctx, call.namespace, call.info.list_options)
     listed = {**listed, "items": [plain(item) for item in listed.get("items") or []]}
     for item in listed["items"]:
@@ -251,32 +251,13 @@ async def delete_collection(call: Call) -> web.Response:
 
 async def _delete_options(call: Call) -> dict[str, Any]:
     """The DeleteOptions of a DELETE, validated as kube-apiserver validates them before it deletes anything: from
-    the body when there is one (which must be a DeleteOptions), else from the query (400 for a malformed number,
-    422 on ``DeleteOptions`` for what ``ValidateDeleteOptions`` refuses).  The body's ``dryRun`` is returned for the
-    write options, which also read the query's."""
+    the body when there is one (which must be a DeleteOptions; the query is then not read at all), else from the
+    query (400 for a malformed number, 422 on ``DeleteOptions`` for what ``ValidateDeleteOptions`` refuses)."""
     raw = await call.body.read()
-    body = _delete_options_body(raw) if raw.strip() else None
+    body = deleteoptions.decode(raw) if raw.strip() else None
     stated = body if body is not None else query_delete_options(call.info.write_query)
     if causes := delete_options_causes(stated):
         raise errors.invalid("meta.k8s.io", "DeleteOptions", "", causes)
-    return body or {}  # without a body, the query's dryRun is the write options' to read
-
-
-def _delete_options_body(raw: bytes) -> dict[str, Any]:
-    """A DELETE's body: a JSON object of kind DeleteOptions (or of no kind), its ``dryRun`` a list."""
-    try:
-        stated = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
-    if not isinstance(stated, dict):
-        raise errors.bad_request("the DeleteOptions body must be an object")
-    kind = stated.get("kind")
-    if kind is not None and kind != "DeleteOptions":
-        version = stated.get("apiVersion") or "meta.k8s.io/v1"
-        raise errors.bad_request(f"no kind {goformat.quote(str(kind))} is registered for version "
-                                 f'{goformat.quote(str(version))} in scheme "pkg/runtime/scheme.go:111"')
-    if not isinstance(stated.get("dryRun") or [], list):
-        raise errors.bad_request("DeleteOptions.dryRun must be a list")
     return stated
 
 

@@ -122,3 +122,35 @@ def test_a_malformed_resource_version_answers_as_the_oracle(contract: Contract, 
         code, status = contract.api.request("GET", ours)
         assert oracle_code in (400, 500), (theirs, oracle_status)
         assert (code, status) == (oracle_code, oracle_status), (ours, status, oracle_status)
+
+
+
+def _listed_at_exactly_before_two_writes(contract: Contract, stack: Stack, root: str, api_version: str,
+                                         token: str) -> list[tuple[str, int, bool]]:
+    """Create A, change A, create B; then list at exactly the version A was created at: (name, size, whether the
+    item's resourceVersion is that version) of each item."""
+    def manifest(name: str, size: int) -> dict[str, Any]:
+        return stack.manifest(name, {"size": size}) | {
+            "apiVersion": api_version, "metadata": {"name": name, "labels": {"exact": token}}}
+    code, first = contract.api.request("POST", root, manifest(f"exact-a-{token}", 1))
+    assert code == 201, first
+    then = first["metadata"]["resourceVersion"]
+    code, body = contract.api.request("PATCH", f"{root}/exact-a-{token}", {"spec": {"size": 3}},
+                                      content_type="application/merge-patch+json")
+    assert code == 200, body
+    assert contract.api.request("POST", root, manifest(f"exact-b-{token}", 2))[0] == 201
+    code, listed = contract.api.request(
+        "GET", f"{root}?labelSelector=exact%3D{token}&resourceVersion={then}&resourceVersionMatch=Exact")
+    assert code == 200 and listed["metadata"]["resourceVersion"] == then, listed
+    return [(i["metadata"]["name"], i["spec"]["size"], i["metadata"]["resourceVersion"] == then)
+            for i in listed["items"]]
+
+
+def test_a_list_at_exactly_a_version_is_that_state_as_on_the_oracle(contract: Contract, stack: Stack,
+                                                                    oracle: str) -> None:
+    """``resourceVersionMatch=Exact``: the list as it was at that resourceVersion, later writes not in it, which only
+    kube-apiserver keeps (the services' caches hold the present); the answer names the version asked for."""
+    token = uuid.uuid4().hex[:6]
+    ours = _listed_at_exactly_before_two_writes(contract, stack, stack.collection, stack.api_version, token)
+    theirs = _listed_at_exactly_before_two_writes(contract, stack, oracle, f"{ORACLE_GROUP}/v1alpha1", token)
+    assert ours == theirs == [(f"exact-a-{token}", 1, True)], (ours, theirs)

@@ -369,3 +369,21 @@ def test_watch_list_starts_with_every_object_whole(listed: Contract, stack: Stac
         assert all(b["rows"][0]["cells"] == [""] + [None] * (len(stack.columns) - 1) for b in bookmarks), bookmarks
         ends = [b["rows"][0]["object"]["metadata"] for b in bookmarks]
     assert any((m.get("annotations") or {}).get("k8s.io/initial-events-end") == "true" for m in ends), events
+
+
+def test_watch_list_without_bookmarks_sends_no_bookmark_as_the_oracle(contract: Contract, stack: Stack,
+                                                                     oracle: str) -> None:
+    """The initial-events-end bookmark is a bookmark: kube-apiserver sends it only to a watch that allows them."""
+    token = f"nobm-{uuid.uuid4().hex[:6]}"
+    types = {}
+    for root, api_version in ((stack.collection, stack.api_version), (oracle, f"{ORACLE_GROUP}/v1alpha1")):
+        for name in (f"{token}-a", f"{token}-b"):
+            manifest = stack.manifest(name, {"size": 1}) | {"apiVersion": api_version,
+                                                           "metadata": {"name": name, "labels": {"batch": token}}}
+            assert contract.api.request("POST", root, manifest)[0] == 201
+        query = ("watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2"
+                 f"&labelSelector=batch%3D{token}")
+        request = urllib.request.Request(f"{contract.api.cluster.server}{root}?{query}")
+        with urllib.request.urlopen(request, timeout=30, context=contract.api.ctx) as response:
+            types[root] = [json.loads(line)["type"] for line in response.read().decode().splitlines() if line.strip()]
+    assert types[stack.collection] == types[oracle] == ["ADDED", "ADDED"], types

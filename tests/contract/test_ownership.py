@@ -182,6 +182,44 @@ def test_dry_run_delete_and_create_keep_nothing(pair: Pair, contract: Contract) 
     pair.same("DELETE", "/dry")
 
 
+OPTIONS = {"apiVersion": "v1", "kind": "DeleteOptions"}
+
+
+@pytest.mark.parametrize(("suffix", "options", "finalizer"), [
+    pytest.param("?propagationPolicy=Orphan", None, "orphan", id="orphan-query"),
+    pytest.param("", {**OPTIONS, "propagationPolicy": "Foreground"}, "foregroundDeletion", id="foreground-body"),
+    pytest.param("?orphanDependents=true&gracePeriodSeconds=30", None, "orphan", id="orphan-dependents"),
+])
+def test_a_propagation_policy_holds_the_deletion_as_on_a_crd(pair: Pair, contract: Contract, suffix: str,
+                                                            options: JSON | None, finalizer: str) -> None:
+    """kube-apiserver marks the object with the garbage collector's finalizer (no collector runs in this tier,
+    so it stays until removed); a second DELETE with the other policy changes it; removing it lets the object go."""
+    pair.same("POST", "", pair.manifest("propagated"))
+    deleting = pair.same("DELETE", f"/propagated{suffix}", options)
+    assert deleting[0] == 200 and deleting[1]["metadata"]["finalizers"] == [finalizer], deleting
+    assert deleting[1]["metadata"]["deletionTimestamp"] == "set", deleting
+    assert (contract.backing("propagated") or {})["metadata"]["finalizers"] == [finalizer]
+    other, other_finalizer = ("Foreground", "foregroundDeletion") if finalizer == "orphan" else ("Orphan", "orphan")
+    again = pair.same("DELETE", f"/propagated?propagationPolicy={other}")
+    assert again[0] == 200 and again[1]["metadata"]["finalizers"] == [other_finalizer], again
+    assert pair.merge("propagated", {"metadata": {"finalizers": None}})[0] == 200
+    assert pair.same("GET", "/propagated")[0] == 404
+    assert contract.backing("propagated") is None
+
+
+def test_a_delete_with_a_body_reads_no_option_from_its_query_as_on_a_crd(pair: Pair, contract: Contract) -> None:
+    """kube-apiserver reads a DELETE's options from its body when it has one, else from its query, never both; and
+    DeleteOptions has no fieldManager or fieldValidation to refuse."""
+    pair.same("POST", "", pair.manifest("bodied"))
+    deleted = pair.same("DELETE", "/bodied?dryRun=All&propagationPolicy=Orphan", OPTIONS)
+    assert deleted[0] == 200 and deleted[1]["kind"] == "Status", deleted
+    assert pair.same("GET", "/bodied")[0] == 404 and contract.backing("bodied") is None
+    pair.same("POST", "", pair.manifest("unmanaged"))
+    ignored = pair.same("DELETE", "/unmanaged?fieldManager=%01&fieldValidation=Bogus")
+    assert ignored[0] == 200 and ignored[1]["kind"] == "Status", ignored
+    assert contract.backing("unmanaged") is None
+
+
 def test_the_controllers_finalizer_is_hidden_and_kept(pair: Pair, contract: Contract) -> None:
     """The backend controller's finalizer is not the user's: never shown, never removed by a user's update."""
     stack = pair.stack
@@ -212,17 +250,17 @@ def test_server_side_apply_merges_finalizers_as_a_set(pair: Pair) -> None:
     second = {"metadata": {"finalizers": ["example.com/b"],
                            "ownerReferences": [{**OWNER, "name": "other", "uid": OWNER["uid"][:-1] + "2"}]}}
     for manager, part in (("first", first), ("second", second)):
-        body = pair.manifest("applied") | {"metadata": {"name": "applied", **part["metadata"]}}
-        pair.same("PATCH", f"/applied?fieldManager={manager}", body, "application/apply-patch+yaml")
-    read = pair.same("GET", "/applied")
+        body = pair.manifest("merged") | {"metadata": {"name": "merged", **part["metadata"]}}
+        pair.same("PATCH", f"/merged?fieldManager={manager}", body, "application/apply-patch+yaml")
+    read = pair.same("GET", "/merged")
     assert read[1]["metadata"]["finalizers"] == ["example.com/a", "example.com/b"], read
     assert [o["name"] for o in read[1]["metadata"]["ownerReferences"]] == ["owner", "other"], read
-    shrunk = {"metadata": {"name": "applied"}, "apiVersion": pair.stack.api_version, "kind": KIND}
-    pair.same("PATCH", "/applied?fieldManager=first", shrunk, "application/apply-patch+yaml")
-    read = pair.same("GET", "/applied")
+    shrunk = {"metadata": {"name": "merged"}, "apiVersion": pair.stack.api_version, "kind": KIND}
+    pair.same("PATCH", "/merged?fieldManager=first", shrunk, "application/apply-patch+yaml")
+    read = pair.same("GET", "/merged")
     assert read[1]["metadata"]["finalizers"] == ["example.com/b"], read
-    pair.merge("applied", {"metadata": {"finalizers": None}})
-    pair.same("DELETE", "/applied")
+    pair.merge("merged", {"metadata": {"finalizers": None}})
+    pair.same("DELETE", "/merged")
 
 
 # ------------------------------------------------------------------------- ownerReferences

@@ -46,13 +46,29 @@ def test_explain_shows_the_definition_schema(contract: Contract, stack: Stack) -
     assert all(key in out for key in ("size", "tier", "note")), out
 
 
-#: DELETE requests kube-apiserver refuses before it deletes anything, or reads in its own way: options in the body,
-#: or in the query when there is no body.
-DELETES: list[tuple[str, dict[str, object] | None]] = [
-    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Bogus"}),
-    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": True, "propagationPolicy": "Foreground"}),
-    ("", {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Sideways", "dryRun": ["Some"]}),
-    ("", {"kind": "Pod", "apiVersion": "v1"}),
+#: DELETE requests kube-apiserver refuses before it deletes anything, or reads in its own way: options in the body
+#: (as JSON text: a number's digits are quoted in the error as written), or in the query when there is no body.
+DELETES: list[tuple[str, str | None]] = [
+    ("", '{"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Bogus"}'),
+    ("", '{"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": true, "propagationPolicy": "Foreground"}'),
+    ("", '{"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Sideways", "dryRun": ["Some"]}'),
+    ("", '{"kind": "Pod", "apiVersion": "v1"}'),
+    # Go's decoding errors: the first field of a wrong type in the document, a body that is no object, a kind
+    # that is no string (before any field), a kind that is not DeleteOptions (before any field too)
+    ("", '{"gracePeriodSeconds": "30"}'),
+    ("", '{"gracePeriodSeconds": 1.50}'),
+    ("", '{"gracePeriodSeconds": 9223372036854775808}'),
+    ("", '{"propagationPolicy": 5, "gracePeriodSeconds": "x"}'),
+    ("", '{"orphanDependents": "yes"}'),
+    ("", '{"dryRun": "All"}'),
+    ("", '{"dryRun": ["All", 5]}'),
+    ("", '{"preconditions": {"resourceVersion": "1", "uid": 5}}'),
+    ("", '{"preconditions": "x"}'),
+    ("", "[1]"),
+    ("", '"x"'),
+    ("", '{"gracePeriodSeconds": "x", "kind": 5}'),
+    ("", '{"apiVersion": true}'),
+    ("", '{"gracePeriodSeconds": "x", "kind": "Pod"}'),
     ("?propagationPolicy=Bogus", None),
     ("?gracePeriodSeconds=abc", None),
     ("?orphanDependents=yes&propagationPolicy=Orphan", None),

@@ -118,7 +118,7 @@ async def test_object_client_crud_and_errors(api: kclient.ApiClient, run: str) -
         await stream.aclose()
         assert [e["type"] for e in events] == ["MODIFIED", "MODIFIED", "MODIFIED"]
 
-        await oc.delete(NS, name, dry_run=True)
+        await oc.delete(NS, name, {"dryRun": ["All"]})
         assert (await oc.get(NS, name))["metadata"]["name"] == name
         await oc.delete(NS, name)
         with pytest.raises(ApiError) as info:

@@ -98,6 +98,10 @@ def test_a_write_request_carries_kubes_options() -> None:
     assert request.as_cel()["dryRun"] is True
     deleted = AdmissionRequest.for_write("DELETE", info, ctx, "tenant", "db", WriteOptions(), old={"spec": {}})
     assert deleted.options == {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions"} and deleted.object is None
+    orphaning = WriteOptions(dry_run=True, deletion={"propagationPolicy": "Orphan", "gracePeriodSeconds": 0})
+    orphaned = AdmissionRequest.for_write("DELETE", info, ctx, "tenant", "db", orphaning, old={"spec": {}})
+    assert orphaned.as_cel()["options"] == {"apiVersion": "meta.k8s.io/v1", "kind": "DeleteOptions",
+                                            "propagationPolicy": "Orphan", "gracePeriodSeconds": 0, "dryRun": ["All"]}
 
 
 def test_warning_header_quotes_as_kube() -> None:

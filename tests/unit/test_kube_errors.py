@@ -100,6 +100,15 @@ def test_non_status_body_falls_back_to_http_code() -> None:
     err = from_api_exception(_exc(502, b"<html>bad gateway</html>"))
     assert err.code == 502
     assert "bad gateway" in err.message
+    assert (err.reason, status_error(404, b"404 page not found").reason) == ("Unknown", "NotFound")
+
+
+def test_a_status_without_a_reason_is_relayed_without_one() -> None:
+    """kube-apiserver's storage answers some 500s with no reason; a made-up one would not be kube's answer."""
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+                       "message": 'resourceVersion: Invalid value: "x"', "metadata": {}}).encode()
+    err = status_error(500, body)
+    assert (err.code, err.reason, err.message) == (500, "", 'resourceVersion: Invalid value: "x"')
 
 
 def test_retry_after_from_header_and_details() -> None:
@@ -234,7 +243,7 @@ async def test_create_and_delete_requests(recorder: Fake) -> None:
     assert seen[-1]["path"] == "/apis/helm.toolkit.fluxcd.io/v2/namespaces/t-a/helmreleases"
     # a dry-run create answers 200, which the generated client would have turned into None
     assert (await oc.create("t-a", {"metadata": {"name": "x"}}, dry_run=True))["metadata"]["name"] == "x"
-    await oc.delete("t-a", "x", propagation="Foreground", dry_run=True)
+    await oc.delete("t-a", "x", {"propagationPolicy": "Foreground", "dryRun": ["All"]})
     assert seen[-1]["method"] == "DELETE"
     assert seen[-1]["body"]["propagationPolicy"] == "Foreground"
     assert seen[-1]["body"]["dryRun"] == ["All"]

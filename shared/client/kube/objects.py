@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 from kubernetes_asyncio import client as kclient
@@ -98,6 +98,7 @@ class ObjectClient:
         limit: int | None = None,
         continue_token: str | None = None,
         resource_version: str | None = None,
+        resource_version_match: str = "",
     ) -> JSON:
         """One page of the list, as kube-apiserver returned it (``metadata.continue`` included)."""
         query: list[tuple[str, str]] = []
@@ -111,6 +112,8 @@ class ObjectClient:
             query.append(("continue", continue_token))
         if resource_version is not None:
             query.append(("resourceVersion", resource_version))
+        if resource_version_match:
+            query.append(("resourceVersionMatch", resource_version_match))
         return await self._call("GET", self.gvr.path(namespace), query)
 
     async def list_all(
@@ -235,13 +238,10 @@ class ObjectClient:
         return await self._call("PATCH", self.gvr.path(namespace, name), query, body,
                                 content_type="application/apply-patch+yaml")
 
-    async def delete(
-        self, namespace: str | None, name: str, dry_run: bool = False, propagation: str = "Background"
-    ) -> JSON:
-        """Delete; returns what kube-apiserver returned (the object, or a Status)."""
-        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": propagation}
-        if dry_run:
-            body["dryRun"] = ["All"]
+    async def delete(self, namespace: str | None, name: str, options: Mapping[str, object] | None = None) -> JSON:
+        """Delete with these DeleteOptions fields (none: kube-apiserver's defaults for the kind); returns what
+        kube-apiserver returned (the object, or a Status)."""
+        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", **(options or {})}
         return await self._call("DELETE", self.gvr.path(namespace, name), None, body)
 
     def watch(

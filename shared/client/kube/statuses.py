@@ -49,7 +49,10 @@ def status_error(code: int, body: bytes | str | None, headers: Mapping[str, str]
     """
     status = _parse_status(body)
     code = int(status.get("code") or code or 500)
-    reason = str(status.get("reason") or _DEFAULT_REASONS.get(code, "Unknown"))
+    # A Status is relayed as kube-apiserver wrote it, a missing reason too (its storage's 500s have none); a
+    # reason is made up only for an answer that is no Status (a proxy's, a transport's).
+    is_status = status.get("kind") == "Status"
+    reason = str(status.get("reason") or "") if is_status else _DEFAULT_REASONS.get(code, "Unknown")
     message = str(status.get("message") or _body_text(body) or f"kube-apiserver answered HTTP {code}")
     raw_details = status.get("details")
     details: dict[str, Any] = dict(raw_details) if isinstance(raw_details, dict) else {}

@@ -11,7 +11,7 @@ from multidict import CIMultiDict, MultiDict
 from shared.api import errors, table
 from shared.api.patch import PatchType
 from shared.api.rest import ListOptions, WriteOptions
-from shared.server.options import WriteQuery
+from shared.server.options import WriteQuery, delete_write_options, query_delete_options
 from shared.server.requestinfo import DiscoveryRequest, RequestInfo, Target, resolve
 
 OBJECT = "apps.example.io/v1alpha1/namespaces/team/things/one"
@@ -254,6 +254,17 @@ def test_delete_keeps_its_query_options_for_the_body_to_complete() -> None:
     assert info.write_query == WriteQuery(dry_run=("Some",), field_manager="me", delete_pairs=(("dryRun", "Some"),))
 
 
+def test_a_delete_passes_on_its_propagation_and_grace_period_and_reads_no_field_manager() -> None:
+    """What the backing object's delete is sent is what the DELETE stated, from its query or its body."""
+    query = [("propagationPolicy", "Orphan"), ("gracePeriodSeconds", "5"), ("dryRun", "All"), ("fieldManager", "m")]
+    options = delete_write_options(query_delete_options(info_of("DELETE", OBJECT, query).write_query))
+    assert options == WriteOptions(dry_run=True, deletion={"propagationPolicy": "Orphan", "gracePeriodSeconds": 5})
+    assert options.delete_options() == {"propagationPolicy": "Orphan", "gracePeriodSeconds": 5, "dryRun": ["All"]}
+    body = {"kind": "DeleteOptions", "orphanDependents": True, "preconditions": {"uid": "u"}, "dryRun": []}
+    assert delete_write_options(body).delete_options() == {"orphanDependents": True}
+    assert delete_write_options({}) == WriteOptions()
+
+
 def test_a_get_or_watch_at_a_malformed_resource_version_keeps_the_storage_s_500_for_after_authorization() -> None:
     """kube-apiserver's storage refuses it (500, no reason); a list refuses it earlier, with kube's 400."""
     message = 'resourceVersion: Invalid value: "abc": strconv.ParseUint: parsing "abc": invalid syntax'
@@ -263,3 +274,9 @@ def test_a_get_or_watch_at_a_malformed_resource_version_keeps_the_storage_s_500_
     for tail, query in ((OBJECT, "resourceVersion=0"), (COLLECTION, "watch=1&resourceVersion=12"),
                         (COLLECTION, "resourceVersion=abc")):
         assert info_of("GET", tail, query).problem is None, (tail, query)
+
+
+def test_a_list_at_exactly_a_version_carries_its_match_for_the_storage() -> None:
+    exact = info_of("GET", COLLECTION, "resourceVersion=12&resourceVersionMatch=Exact").list_options
+    assert (exact.exact, exact.resource_version, exact.resource_version_match) == (True, "12", "Exact")
+    assert not info_of("GET", COLLECTION, "resourceVersion=12&resourceVersionMatch=NotOlderThan").list_options.exact
