@@ -581,9 +581,16 @@ class Bench:
     scale_count = 0
     b1_count = B1_COUNT
 
+    def quiet(self) -> float:
+        """Wait until the service, kube-apiserver and etcd are idle: what a burst of creates left each doing (the
+        service's events and projections, kube-apiserver's garbage) is then not measured as part of a list
+        (round 34 of the performance notes). Seconds waited."""
+        kube = [pid for name, pid in self.cluster.pids.items() if name in ("kube-apiserver", "etcd")]
+        return wait_quiet(self.pid, *kube, below=0.1, window=1.0, timeout=60.0)
+
     def scale_point(self, total: int) -> None:
         """RSS, one get and one list of every Application (median of a few) with ``total`` Applications."""
-        time.sleep(2)
+        print(f"  quiet after {self.quiet()} s", flush=True)
         rss = rss_kib(self.pid) / 1024
         any_app = self.app_path("bench", "b1-0-0") if self.figures.get("b1_create") else \
             self.app_path("scale", "seed")
@@ -592,8 +599,12 @@ class Bench:
         # (0.68-1.13 s for the same 66 MB, rounds 28-31) decided it (round 32 of the performance notes).
         lists = 3
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
-        listed = [self.timed_list(self.app_path(None)) for _ in range(lists)]
-        direct = [self.timed_list(self.backing_path(None) + selector) for _ in range(lists)]
+        listed: list[tuple[float, float]] = []
+        direct: list[tuple[float, float]] = []
+        for _ in range(lists):  # in turns, each from quiet processes
+            for timed, path in ((listed, self.app_path(None)), (direct, self.backing_path(None) + selector)):
+                self.quiet()
+                timed.append(self.timed_list(path))
         point = {"applications": total, "rss_mib": round(rss, 1), "get_ms": round(get_ms, 2),
                  "list_ms": round(statistics.median(ms for ms, _ in listed), 1),
                  "direct_list_ms": round(statistics.median(ms for ms, _ in direct), 1),
@@ -640,6 +651,19 @@ class Bench:
         out["object_kib"] = object_cost(self.client, self.backing_path("scale"), self.stack.service.module)
         print(f"  one cached object, KiB: {out['object_kib']}", flush=True)
         return out
+
+
+def wait_quiet(*pids: int, below: float = 0.05, window: float = 2.0, timeout: float = 300.0) -> float:
+    """Wait until each of ``pids`` uses under ``below`` of a CPU over the same ``window`` seconds (a restarted
+    service first catches up with its reconciler's work); returns the seconds waited (``timeout`` at most: a
+    process that never settles is measured as it is, and the wait says so)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        before = [cpu_seconds(pid) for pid in pids]
+        time.sleep(window)
+        if all((cpu_seconds(pid) - cpu) / window < below for pid, cpu in zip(pids, before, strict=True)):
+            break
+    return round(time.monotonic() - started, 1)
 
 
 def object_cost(client: Client, path: str, module: str) -> dict[str, float]:

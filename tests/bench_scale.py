@@ -39,7 +39,17 @@ from typing import Any
 from localcluster import aggregation, processes, services
 from localcluster.cluster import Cluster
 
-from tests.bench import KIND_LABEL, SAMPLES, Bench, Client, Stack, cpu_seconds, rss_kib, service_identity
+from tests.bench import (
+    KIND_LABEL,
+    SAMPLES,
+    Bench,
+    Client,
+    Stack,
+    cpu_seconds,
+    rss_kib,
+    service_identity,
+    wait_quiet,
+)
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
@@ -267,19 +277,6 @@ def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict
     out |= {f"{name}_cpu_ms": round((cpu_seconds(pid) - cpu[name]) * 1000 / max(done, 1), 3)
             for name, pid in pids.items()}
     return out
-
-
-def wait_quiet(*pids: int, below: float = 0.05, window: float = 2.0, timeout: float = 300.0) -> float:
-    """Wait until each of ``pids`` uses under ``below`` of a CPU over the same ``window`` seconds (a restarted
-    service first catches up with its reconciler's work); returns the seconds waited (``timeout`` at most: a
-    process that never settles is measured as it is, and the wait says so)."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        before = [cpu_seconds(pid) for pid in pids]
-        time.sleep(window)
-        if all((cpu_seconds(pid) - cpu) / window < below for pid, cpu in zip(pids, before, strict=True)):
-            break
-    return round(time.monotonic() - started, 1)
 
 
 def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
