@@ -602,9 +602,9 @@ class Bench:
         listed: list[tuple[float, float]] = []
         direct: list[tuple[float, float]] = []
         for _ in range(lists):  # in turns, each from quiet processes
-            for timed, path in ((listed, self.app_path(None)), (direct, self.backing_path(None) + selector)):
+            for side, path in ((listed, self.app_path(None)), (direct, self.backing_path(None) + selector)):
                 self.quiet()
-                timed.append(self.timed_list(path))
+                side.append(self.timed_list(path))
         point = {"applications": total, "rss_mib": round(rss, 1), "get_ms": round(get_ms, 2),
                  "list_ms": round(statistics.median(ms for ms, _ in listed), 1),
                  "direct_list_ms": round(statistics.median(ms for ms, _ in direct), 1),
