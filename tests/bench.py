@@ -590,6 +590,9 @@ class Bench:
 
     def scale_point(self, total: int) -> None:
         """RSS, one get and one list of every Application (median of a few) with ``total`` Applications."""
+        # RSS two seconds after the last write at least, as in rounds before 34: with only the quiet wait's second,
+        # tofu_agl's at 50 000 was read before its free heap was released (204 MiB against 154-156).
+        time.sleep(2)
         print(f"  quiet after {self.quiet()} s", flush=True)
         rss = rss_kib(self.pid) / 1024
         any_app = self.app_path("bench", "b1-0-0") if self.figures.get("b1_create") else \
