@@ -251,6 +251,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_seconds() -> dict[str, float]:
+    """CPU seconds of the whole machine so far by state (``/proc/stat``): ``steal`` is what the hypervisor gave
+    other guests while this one wanted to run."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    tick = os.sysconf("SC_CLK_TCK")
+    return {name: int(value) / tick for name, value in zip(("user", "nice", "system", "idle", "iowait", "irq",
+                                                             "softirq", "steal"), fields, strict=False)}
+
+
 def dig(obj: dict[str, Any], path: tuple[str, ...]) -> Any:
     for key in path:
         obj = obj[key]
@@ -607,7 +616,11 @@ class Bench:
         for _ in range(lists):  # in turns, each from quiet processes
             for side, path in ((listed, self.app_path(None)), (direct, self.backing_path(None) + selector)):
                 self.quiet()
+                stolen = machine_cpu_seconds()["steal"]
                 side.append(self.timed_list(path))
+                # Each list's figures, and the CPU the hypervisor took meanwhile (round 34 of the performance notes)
+                print(f"  {'direct' if side is direct else 'listed'}: {side[-1][0]:.1f} ms, received at "
+                      f"{side[-1][1]:.1f}; steal {machine_cpu_seconds()['steal'] - stolen:.2f} CPU s", flush=True)
         point = {"applications": total, "rss_mib": round(rss, 1), "get_ms": round(get_ms, 2),
                  "list_ms": round(statistics.median(ms for ms, _ in listed), 1),
                  "direct_list_ms": round(statistics.median(ms for ms, _ in direct), 1),
