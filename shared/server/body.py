@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import StreamReader
 
-from shared.api import errors
+from shared.api import errors, gojson
 from shared.api import patch as patching
 from shared.api.rest import ResourceInfo
 from shared.bodies import JSON, clone
@@ -81,8 +81,9 @@ class Body:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def decode(self, media: str) -> Any:
-        """The body as data, from YAML when ``media`` says so and JSON otherwise (400 when malformed)."""
+    async def decode(self, media: str, kind: str) -> Any:
+        """The body as data, from YAML when ``media`` says so and JSON otherwise: 400 when malformed, in
+        kube-apiserver's words for a JSON body that should be a ``kind``."""
         raw = await self.read()
         if media == "application/yaml":
             try:
@@ -90,11 +91,22 @@ class Body:
             except ValueError as exc:
                 raise errors.bad_request(f"the request body is not valid YAML: {exc}") from exc
         try:
-            decoded = json.loads(raw, object_pairs_hook=_pairs)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise errors.bad_request(f"the request body is not valid JSON: {exc}") from exc
+            decoded = gojson.read_object(raw, object_pairs_hook=_pairs)
+        except gojson.Unreadable as exc:
+            raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): {exc} "
+                                     f"({summary(raw)})") from exc
         self.duplicates = duplicate_fields(decoded)
         return clone(decoded) if self.duplicates else decoded  # plain dicts again
+
+
+def summary(raw: bytes, length: int = 30) -> str:
+    """The start of a body kube-apiserver could not decode, as its error shows it: an object's text, else hex."""
+    if not raw:
+        return "<empty>"
+    cut = " ..." if len(raw) > length else ""
+    if raw[:1] == b"{":
+        return raw[:length].decode(errors="replace") + cut
+    return raw[:length].hex() + cut
 
 
 #: The ObjectMeta fields a custom resource drops when they are empty (``omitempty`` collections).

@@ -1,7 +1,7 @@
 """A DELETE's body, decoded as kube-apiserver decodes a ``DeleteOptions``, with Go's ``encoding/json`` errors.
 
-kube-apiserver reads the body's ``apiVersion`` and ``kind`` first (a body that is no object, or whose ``kind`` is no
-string, fails there, "couldn't get version/kind"; a kind other than DeleteOptions is not registered), then decodes
+kube-apiserver reads the body's ``apiVersion`` and ``kind`` first (a body that is no JSON, no object, or whose ``kind``
+is no string, fails there, "couldn't get version/kind"; a kind other than DeleteOptions is not registered), then decodes
 it into its ``DeleteOptions`` struct: a field of the wrong JSON type is Go's ``UnmarshalTypeError`` (the first one
 in the document; decoding goes on past it, a ``null`` leaves a field unset, unknown fields are ignored), all a 400.
 No Python library writes Go's decoding errors, so the few types of ``DeleteOptions`` are written down here.
@@ -9,15 +9,11 @@ No Python library writes Go's decoding errors, so the few types of ``DeleteOptio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from shared.api import errors, goformat
+from shared.api import errors, goformat, gojson
 
-#: Go's ``reflect`` name of the struct kube-apiserver reads ``apiVersion`` and ``kind`` into, as its errors print it.
-_VERSION_KIND = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-                 'Kind string "json:\\"kind,omitempty\\"" }')
 #: Each field of ``metav1.DeleteOptions`` a client may send: its Go type as ``encoding/json`` names it.
 _FIELDS = {"apiVersion": "string", "kind": "string", "gracePeriodSeconds": "int64",
            "preconditions": "v1.Preconditions", "orphanDependents": "bool",
@@ -41,18 +37,11 @@ class _Number(float):
 def decode(raw: bytes) -> dict[str, Any]:
     """The DeleteOptions a DELETE's body states (``null``: none), or kube-apiserver's 400 for it."""
     try:
-        stated = json.loads(raw, parse_float=_Number)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from exc
+        stated: dict[str, Any] | None = gojson.read_object(raw, parse_float=_Number)
+    except gojson.Unreadable as exc:
+        raise errors.bad_request(str(exc)) from exc
     if stated is None:
         return {}
-    if not isinstance(stated, dict):
-        raise errors.bad_request(f"couldn't get version/kind; json parse error: json: cannot unmarshal "
-                                 f"{_json_type(stated)} into Go value of type {_VERSION_KIND}")
-    for key, value in stated.items():
-        if key in ("apiVersion", "kind") and value is not None and not isinstance(value, str):
-            raise errors.bad_request(f"couldn't get version/kind; json parse error: json: cannot unmarshal "
-                                     f"{_json_type(value)} into Go struct field .{key} of type string")
     kind = stated.get("kind")
     if kind is not None and kind != "DeleteOptions":
         version = stated.get("apiVersion") or "meta.k8s.io/v1"
@@ -95,18 +84,9 @@ def _fits(value: object, go_type: str) -> bool:
 
 
 def _mistake(value: object, struct: str, field: str, go_type: str) -> str:
-    shown = _json_type(value)
+    shown = gojson.json_type(value)
     if go_type == "int64" and shown == "number":
         # A number that is no int64 is quoted as written.
         shown = f"number {value.text if isinstance(value, _Number) else value}"
     return f"json: cannot unmarshal {shown} into Go struct field {struct}.{field} of type {go_type}"
 
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"

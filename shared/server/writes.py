@@ -77,7 +77,8 @@ def _with_managed_fields(obj: JSON, entries: list[JSON] | None) -> JSON:
 
 @_with_warnings
 async def create(call: Call) -> web.Response:
-    body = check_object(await call.body.decode(call.info.body_media), call.storage.info, call.namespace)
+    info = call.storage.info
+    body = check_object(await call.body.decode(call.info.body_media, info.kind), info, call.namespace)
     body = known_fields(call, body, duplicates=call.body.duplicates)
     options = call.info.write_options
     entries = _field_manager(call).update(None, _defaulted(call, body), options.manager)
@@ -89,7 +90,7 @@ async def create(call: Call) -> web.Response:
 async def update(call: Call) -> web.Response:
     """Replace the object, recording the writer's fields.  The body must state the resourceVersion it
     replaces: custom resources allow no unconditional update, so neither do the kinds served here."""
-    obj = await call.body.decode(call.info.body_media)
+    obj = await call.body.decode(call.info.body_media, call.storage.info.kind)
     body = known_fields(call, check_object(obj, call.storage.info, call.namespace, call.name),
                          duplicates=call.body.duplicates)
     options = call.info.write_options
@@ -254,7 +255,7 @@ async def _delete_options(call: Call) -> dict[str, Any]:
     the body when there is one (which must be a DeleteOptions; the query is then not read at all), else from the
     query (400 for a malformed number, 422 on ``DeleteOptions`` for what ``ValidateDeleteOptions`` refuses)."""
     raw = await call.body.read()
-    body = deleteoptions.decode(raw) if raw.strip() else None
+    body = deleteoptions.decode(raw) if raw else None
     stated = body if body is not None else query_delete_options(call.info.write_query)
     if causes := delete_options_causes(stated):
         raise errors.invalid("meta.k8s.io", "DeleteOptions", "", causes)

@@ -69,6 +69,19 @@ DELETES: list[tuple[str, str | None]] = [
     ("", '{"gracePeriodSeconds": "x", "kind": 5}'),
     ("", '{"apiVersion": true}'),
     ("", '{"gracePeriodSeconds": "x", "kind": "Pod"}'),
+    # no JSON at all: Go's syntax errors, the first one in the document, before anything is decoded
+    ("", "abc"),
+    ("", '{"gracePeriodSeconds": 1'),
+    ("", '{"gracePeriodSeconds" 1}'),
+    ("", '{"gracePeriodSeconds": 1,}'),
+    ("", '{"kind": "Pod", "dryRun": [tru]}'),
+    ("", '{"gracePeriodSeconds": 1}x'),
+    ("", '{"propagationPolicy": "Orph\\qan"}'),
+    ("", '{"propagationPolicy": "\\u00"}'),
+    ("", '{"propagationPolicy": "a\tb"}'),
+    ("", "{'kind': 'DeleteOptions'}"),
+    ("", "\ufeff{}"),
+    ("", "  "),
     ("?propagationPolicy=Bogus", None),
     ("?gracePeriodSeconds=abc", None),
     ("?orphanDependents=yes&propagationPolicy=Orphan", None),
@@ -92,6 +105,30 @@ def test_bad_delete_options_are_refused_as_for_a_custom_resource_and_delete_noth
         assert got == want, (query, options)
         assert contract.api.request("GET", f"{oracle}/doomed")[0] == 200
     assert contract.get("doomed")["metadata"]["name"] == "doomed"
+
+
+#: Bodies kube-apiserver cannot read the apiVersion and kind of: Go's first syntax error, a body that is no object,
+#: an apiVersion or kind that is no string; its message then shows the body's start (an object's text, else hex).
+UNREADABLE = ["abc", "", "{", '{"apiVersion": "v1" "kind": "X"}', "[1, 2]", '"' + "x" * 40 + '"',
+              '{"metadata": {"name": "unreadable", "labels": {"a": 1,}}}', '{"kind": 5, "apiVersion": true}',
+              '{"apiVersion": null, "kind": ["K"]}', "nul", '{"spec": {"size": 1}} {}']
+
+
+@pytest.mark.parametrize("verb", ["POST", "PUT"])
+def test_an_unreadable_body_is_refused_as_for_a_custom_resource(contract: Contract, stack: Stack, oracle: str,
+                                                                verb: str) -> None:
+    """A create's or an update's body that kube-apiserver cannot read the apiVersion and kind of: the oracle CRD's
+    400 word for word, and nothing changes."""
+    contract.apply("unreadable", {"size": 1})
+    code, body = contract.api.request("POST", oracle, {"apiVersion": f"{ORACLE_GROUP}/v1alpha1", "kind": KIND,
+                                                       "metadata": {"name": "unreadable"}, "spec": {"size": 1}})
+    assert code in (201, 409), body
+    for raw in UNREADABLE:
+        with contract.nothing_changes():
+            got = contract.api.request(verb, stack.path("unreadable") if verb == "PUT" else stack.collection, raw)
+        want = contract.api.request(verb, f"{oracle}/unreadable" if verb == "PUT" else oracle, raw)
+        assert want[0] == 400, (raw, want)
+        assert got == want, raw
 
 
 @pytest.mark.parametrize("query", [

@@ -590,9 +590,13 @@ async def test_dry_run_passes_through(env: Env) -> None:
 @pytest.mark.parametrize(
     ("body", "content_type", "message"),
     [
-        (b"{not json", "application/json", "not valid JSON"),
+        (b"{not json", "application/json", "the object provided is unrecognized (must be of type Thing): couldn't "
+         "get version/kind; json parse error: invalid character 'n' looking for beginning of object key string "
+         "({not json)"),
         (b"a: [x", "application/yaml", "not valid YAML"),
-        (b"[1, 2]", "application/json", "must be a JSON or YAML object"),
+        (b"[1, 2]", "application/json", "json: cannot unmarshal array into Go value of type struct { APIVersion "
+         "string"),
+        (b"null", "application/json", "must be a JSON or YAML object"),
         (json.dumps({**thing("a"), "apiVersion": "other.io/v1"}).encode(), "application/json", "API version"),
         (json.dumps({k: v for k, v in thing("a").items() if k != "kind"}).encode(), "application/json",
          "Object 'Kind' is missing"),

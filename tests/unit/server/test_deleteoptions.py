@@ -26,6 +26,9 @@ KIND_STRUCT = 'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kin
      "json: cannot unmarshal number into Go struct field Preconditions.preconditions.uid of type types.UID"),
     ('{"preconditions": []}',
      "json: cannot unmarshal array into Go struct field DeleteOptions.preconditions of type v1.Preconditions"),
+    ('{"gracePeriodSeconds": "x",}', "couldn't get version/kind; json parse error: invalid character '}' looking "
+     "for beginning of object key string"),
+    ("  ", "couldn't get version/kind; json parse error: unexpected end of JSON input"),
     ("[1]", f"couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type "
      f"{KIND_STRUCT}"),
     ('{"gracePeriodSeconds": "x", "kind": 5}', "couldn't get version/kind; json parse error: json: cannot unmarshal "
