@@ -111,8 +111,8 @@ def demo(session: nox.Session) -> None:
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """SPEC §8 for both services: writes docs/benchmarks.md, .json and the scale curve PNG. Two parts, both by
-    default: ``spec`` (the ratios, about 6 min) and ``scale`` (50 000 Applications, start-up, throughput, about
-    20 min); ``-- --parts spec`` runs one and keeps the other's last figures."""
+    default: ``spec`` (the ratios, about 7 min) and ``scale`` (50 000 Applications, start-up, throughput, about
+    30 min); ``-- --parts spec`` runs one and keeps the other's last figures."""
     _install(session, "test,bench")
     session.run("python", "-m", "localcluster", "build")
     session.run("python", "-m", "tests.bench", "--out", "docs", *session.posargs)

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +56,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "deploy" / "samples" / "definiti
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 B1_COUNT = 1000
 SCALE_POINTS = (100, 1000, 5000, 10000)
+#: Lists of this many Applications and more are also timed from a server that holds the answer in memory.
+LIST_FLOOR_FROM = 10000
 CONCURRENCY = 8
 #: B4's rounds (at most). A round pairs the two watches change by change, so its ratio moves little with the
 #: machine's load: in the complete runs of rounds 12-20 of the performance notes every round's p99 ratio was within
@@ -611,22 +613,35 @@ class Bench:
         # (0.68-1.13 s for the same 66 MB, rounds 28-31) decided it (round 32 of the performance notes).
         lists = 3
         selector = f"?labelSelector={KIND_LABEL.replace('/', '%2F')}%3D{self.stack.kind}"
-        listed: list[tuple[float, float]] = []
-        direct: list[tuple[float, float]] = []
-        for _ in range(lists):  # in turns, each from quiet processes
-            for side, path in ((listed, self.app_path(None)), (direct, self.backing_path(None) + selector)):
-                self.quiet()
-                stolen = machine_cpu_seconds()["steal"]
-                side.append(self.timed_list(path))
-                # Each list's figures, and the CPU the hypervisor took meanwhile (round 34 of the performance notes)
-                print(f"  {'direct' if side is direct else 'listed'}: {side[-1][0]:.1f} ms, received at "
-                      f"{side[-1][1]:.1f}; steal {machine_cpu_seconds()['steal'] - stolen:.2f} CPU s", flush=True)
+        sides: dict[str, tuple[str, list[tuple[float, float]]]] = {
+            "listed": (self.app_path(None), []), "direct": (self.backing_path(None) + selector, [])}
+        canned = self.cluster.dir / "bench-canned-list.json"
+        floored = total >= LIST_FLOOR_FROM
+        if floored:
+            # The same answer through aggregation from a server that holds it in memory: what any server's list of
+            # these Applications costs this client on this cluster (round 35 of the performance notes).
+            sides["floor"] = (f"/apis/{relay_server.GROUP}/{relay_server.VERSION}/{self.stack.backing_plural}", [])
+            canned.write_bytes(self.client.fetch("GET", self.app_path(None)))
+        with relay(self.cluster, self.stack, canned_list=canned) if floored else nullcontext():
+            for _ in range(lists):  # in turns, each from quiet processes
+                for side, (path, timings) in sides.items():
+                    self.quiet()
+                    stolen = machine_cpu_seconds()["steal"]
+                    timings.append(self.timed_list(path))
+                    # Each list's figures, and the CPU the hypervisor took meanwhile (round 34 of the notes)
+                    print(f"  {side}: {timings[-1][0]:.1f} ms, received at {timings[-1][1]:.1f}; steal "
+                          f"{machine_cpu_seconds()['steal'] - stolen:.2f} CPU s", flush=True)
+        canned.unlink(missing_ok=True)
+
+        def median(side: str, field: int) -> float:
+            return round(statistics.median(t[field] for t in sides[side][1]), 1)
+
         point = {"applications": total, "rss_mib": round(rss, 1), "get_ms": round(get_ms, 2),
-                 "list_ms": round(statistics.median(ms for ms, _ in listed), 1),
-                 "direct_list_ms": round(statistics.median(ms for ms, _ in direct), 1),
+                 "list_ms": median("listed", 0), "direct_list_ms": median("direct", 0),
                  # Of each, until the answer is received: the rest is this client decoding it (the json module).
-                 "list_received_ms": round(statistics.median(ms for _, ms in listed), 1),
-                 "direct_list_received_ms": round(statistics.median(ms for _, ms in direct), 1)}
+                 "list_received_ms": median("listed", 1), "direct_list_received_ms": median("direct", 1)}
+        if floored:
+            point |= {"floor_list_ms": median("floor", 0), "floor_list_received_ms": median("floor", 1)}
         print(f"  scale {point}", flush=True)
         self.scale.append(point)
         if total >= 1000:
@@ -778,11 +793,13 @@ def service_identity(cluster: Cluster) -> tuple[str, ...]:
 
 
 @contextmanager
-def relay(cluster: Cluster, stack: Stack) -> Iterator[int]:
-    """Run :mod:`tests.relay` for ``stack``'s backing objects behind its own APIService; yields its pid."""
+def relay(cluster: Cluster, stack: Stack, canned_list: Path | None = None) -> Iterator[int]:
+    """Run :mod:`tests.relay` for ``stack``'s backing objects behind its own APIService (answering a list of every
+    object with ``canned_list``'s bytes when given); yields its pid."""
+    canned = ("--canned-list", str(canned_list)) if canned_list is not None else ()
     running = services.start(cluster, RELAY_SERVICE, extra_args=(
         *service_identity(cluster), "--client-ca-file", str(cluster.pki_dir / "front-proxy-ca.crt"),
-        "--backing", stack.backing, "--plural", stack.backing_plural, "--kind", "Relayed"))
+        "--backing", stack.backing, "--plural", stack.backing_plural, "--kind", "Relayed", *canned))
     try:
         yield running.pid
     finally:

@@ -46,6 +46,7 @@ from tests.bench import (
     Client,
     Stack,
     cpu_seconds,
+    relay,
     rss_kib,
     service_identity,
     wait_quiet,
@@ -295,9 +296,14 @@ def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
         return client.call("POST", bench.backing_path("throughput") + "?fieldValidation=Strict",
                            bench.direct_body(f"direct-t-{i}", labels, "throughput"))
 
-    sides = {**get_sides(bench), "create_aggregated": create_app, "create_direct": create_direct}
-    pids = {"service": bench.pid, **kube_pids(cluster)}
-    return summarize_throughput(saturated_in_turns(cluster, sides, pids, rounds))
+    relayed = bench.relay_path("scale", bench.stack.prefix + "s-0")
+    sides = {**get_sides(bench), "get_relay": lambda client, _i: client.call("GET", relayed),
+             "create_aggregated": create_app, "create_direct": create_direct}
+    # The consistent gets' floor: the same get through tests.relay, which only passes it on (the two extra hops
+    # alone, made with the services' HTTP stack), in the same rounds (round 35 of the performance notes).
+    with relay(cluster, bench.stack) as relay_pid:
+        pids = {"service": bench.pid, "relay": relay_pid, **kube_pids(cluster)}
+        return summarize_throughput(saturated_in_turns(cluster, sides, pids, rounds))
 
 
 def get_sides(bench: Bench) -> dict[str, Callable[[Client, int], Any]]:
@@ -414,6 +420,7 @@ def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[st
     return {
         "throughput": {"get": {"aggregated": median("get_aggregated", "rps"), "direct": median("get_direct", "rps"),
                                "ratio": ratio("get_aggregated", "get_direct"),
+                               "relay": median("get_relay", "rps"), "ratio_relay": ratio("get_relay", "get_direct"),
                                "aggregated_rv0": median("get_rv0_aggregated", "rps"),
                                "ratio_rv0": ratio("get_rv0_aggregated", "get_direct")},
                        "create": {"aggregated": median("create_aggregated", "rps"),
@@ -423,6 +430,7 @@ def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[st
                        "rounds": len(measured["get_direct"]),
                        "errors": int(sum(m["errors"] for ms in measured.values() for m in ms))},
         "cpu_ms_per_request": {"get": median("get_aggregated", "service_cpu_ms"),
+                               "get_relay": median("get_relay", "relay_cpu_ms"),
                                "get_rv0": median("get_rv0_aggregated", "service_cpu_ms"),
                                "create": median("create_aggregated", "service_cpu_ms")},
         "kube_apiserver_cpu_ms_per_request": {key: median(key, "kube-apiserver_cpu_ms") for key in measured

@@ -7,7 +7,12 @@ through it costs exactly the two extra hops aggregation adds (kube-apiserver -> 
 kube-apiserver), made with the services' own HTTP and TLS stack (aiohttp on uvloop, the kube client's session
 and credentials), and nothing else: no authentication or authorization of the caller, no admission,
 validation, projection or Event.  ``tests.bench`` compares the services with it: what a service adds above
-the relay is its own work.  Bench-only; never deployed.
+the relay is its own work.
+
+With ``--canned-list FILE`` it also answers a list of every ``PLURAL`` (``/apis/GROUP/VERSION/PLURAL``) with the
+bytes of ``FILE`` as they are, held in memory (read again when the file changes): the floor of a list answered from
+memory, which costs aggregation's proxying of the answer and the client's decoding of it, and nothing to make it.
+Bench-only; never deployed.
 """
 
 from __future__ import annotations
@@ -35,14 +40,34 @@ def discovery(plural: str, kind: str) -> dict[str, object]:
     """The group version's resource list: kube-apiserver reads it to mark the APIService Available."""
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
             "resources": [{"name": plural, "singularName": "", "namespaced": True, "kind": kind,
-                           "verbs": ["create", "get"]}]}
+                           "verbs": ["create", "get", "list"]}]}
 
 
-def relay_app(api: kclient.ApiClient, backing: str, plural: str, kind: str) -> web.Application:
-    """Routes of the relay: its discovery document, and every object path relayed under ``backing``."""
+class CannedList:
+    """A file's bytes, read again only when its modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._read: tuple[int, bytes] | None = None
+
+    def body(self) -> bytes:
+        changed = self._path.stat().st_mtime_ns
+        if self._read is None or self._read[0] != changed:
+            self._read = (changed, self._path.read_bytes())
+        return self._read[1]
+
+
+def relay_app(api: kclient.ApiClient, backing: str, plural: str, kind: str,
+              canned: CannedList | None = None) -> web.Application:
+    """Routes of the relay: its discovery document, every object path relayed under ``backing``, and the canned
+    list when there is one."""
 
     async def resources(_: web.Request) -> web.Response:
         return web.json_response(discovery(plural, kind))
+
+    async def canned_list(_: web.Request) -> web.Response:
+        assert canned is not None
+        return web.Response(body=canned.body(), content_type="application/json")
 
     async def relayed(request: web.Request) -> web.Response:
         rest = request.match_info["rest"]
@@ -61,13 +86,16 @@ def relay_app(api: kclient.ApiClient, backing: str, plural: str, kind: str) -> w
     app = web.Application()
     app.router.add_get(f"/apis/{GROUP}/{VERSION}", resources)
     app.router.add_route("*", f"/apis/{GROUP}/{VERSION}/namespaces/{{rest:.+}}", relayed)
+    if canned is not None:
+        app.router.add_get(f"/apis/{GROUP}/{VERSION}/{plural}", canned_list)
     return app
 
 
 async def serve(args: argparse.Namespace, client_ca: str | None) -> None:
     api = await kube.api_client(args.kubeconfig)
     context = tls.server_context(args.tls_cert_file, args.tls_private_key_file, client_ca)
-    runner = web.AppRunner(relay_app(api, args.backing, args.plural, args.kind), access_log=None)
+    canned = CannedList(Path(args.canned_list)) if args.canned_list else None
+    runner = web.AppRunner(relay_app(api, args.backing, args.plural, args.kind, canned), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, args.bind_address, args.secure_port, ssl_context=context).start()
     stop = asyncio.Event()
@@ -93,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                                                          "/apis/helm.toolkit.fluxcd.io/v2")
     parser.add_argument("--plural", required=True)
     parser.add_argument("--kind", required=True)
+    parser.add_argument("--canned-list", help="answer a list of every PLURAL with this file's bytes")
     args = parser.parse_args(argv)
     client_ca = Path(args.client_ca_file).read_text() if args.client_ca_file else None
     uvloop.run(serve(args, client_ca))
