@@ -267,6 +267,7 @@ def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict
         w.start()
     time.sleep(0.5)  # the processes' own start-up (TLS contexts) is not measured
     cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    opened = tcp_active_opens()
     start.wait()
     outcomes = [results.get(timeout=THROUGHPUT_SECONDS + 120) for _ in workers]
     for w in workers:
@@ -274,10 +275,19 @@ def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict
     done, errors = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
     if errors > done:
         raise RuntimeError(f"{errors} of {done + errors} requests failed, e.g. {next(o[3] for o in outcomes if o[3])}")
-    out = {"rps": round(sum(o[0] / o[2] for o in outcomes), 1), "requests": done, "errors": errors}
+    out = {"rps": round(sum(o[0] / o[2] for o in outcomes), 1), "requests": done, "errors": errors,
+           # The machine's TCP connections opened meanwhile: the clients' own, and any a proxy had to open again
+           # (a TLS handshake each) when it did not keep its connections to the service alive (round 35).
+           "tcp_opened": tcp_active_opens() - opened}
     out |= {f"{name}_cpu_ms": round((cpu_seconds(pid) - cpu[name]) * 1000 / max(done, 1), 3)
             for name, pid in pids.items()}
     return out
+
+
+def tcp_active_opens() -> int:
+    """The machine's count of TCP connections it has opened (``ActiveOpens`` of ``/proc/net/snmp``)."""
+    lines = [line.split() for line in Path("/proc/net/snmp").read_text().splitlines() if line.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("ActiveOpens")])
 
 
 def throughput(bench: Bench, rounds: int) -> dict[str, Any]:
