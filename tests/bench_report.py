@@ -297,8 +297,9 @@ def at_scale_markdown(at: dict[str, Any]) -> list[str]:
     cpu = at["cpu_ms_per_request"]
     kube = at.get("kube_apiserver_cpu_ms_per_request", {})
     lines += ["", f"Throughput at saturation: {t['clients']} client processes, one keep-alive connection each, "
-              f"{t['seconds_per_round']:.0f} s per side and round, each side from quiet processes, the reads "
-              "before the creates in every round and their order reversed every other round; medians of "
+              f"{t['seconds_per_round']:.0f} s per side and round, the sides interleaved in slots of "
+              f"{t.get('slot_seconds', t['seconds_per_round']):g} s (the reads in one run, then the creates, each "
+              "from quiet processes); medians of "
               f"{t['rounds']} rounds (requests that failed: {t['errors']}). CPU per request from `/proc` of the "
               "service and of kube-apiserver:", "",
               "| operation | through the service, req/s | directly, req/s | ratio | service CPU ms per request | "

@@ -13,9 +13,9 @@ For each service, on a new cluster of its own (one namespace):
   front-proxy identity, so the aggregator's availability probe is not in the figure) delivers the last
   Application created, i.e. the kind is served and its informer has synced;
 - **throughput**: ``CLIENTS`` processes, one keep-alive connection each, send gets (consistent, and with
-  ``resourceVersion=0``) and creates for a fixed time, through the service and directly, the sides in turn in
-  each round (:func:`turns`), each from quiet processes; with the service's CPU milliseconds per request, from its
-  ``/proc`` accounting.
+  ``resourceVersion=0``) and creates for a fixed time, through the service and directly, the sides interleaved
+  second by second (:func:`saturate`), the reads and then the creates of each round from quiet processes; with
+  the service's CPU milliseconds per request, from its ``/proc`` accounting.
 
 Then on another new cluster, 50 000 Applications spread over 100 namespaces: RSS, list of all, start-up.
 """
@@ -59,8 +59,10 @@ POINTS = (10_000, 50_000)
 SPREAD_NAMESPACES = 100
 #: Concurrent clients of the throughput runs, each its own process (one Python client would saturate first).
 CLIENTS = 16
+#: Seconds of saturation per side and round, in slots of ``SLOT_SECONDS`` interleaved with the other sides'.
 THROUGHPUT_SECONDS = 8.0
-#: Rounds of the throughput runs, at most (each round is five runs of ``THROUGHPUT_SECONDS``).
+SLOT_SECONDS = 1.0
+#: Rounds of the throughput runs, at most (each round is ``THROUGHPUT_SECONDS`` of each side).
 THROUGHPUT_ROUNDS = 3
 #: Processes of the service in the replica run (one host, one port shared with SO_REUSEPORT).
 REPLICAS = 2
@@ -235,52 +237,92 @@ def grow_spread(bench: Bench, total: int) -> None:
 # ---------------------------------------------------------------------------- throughput
 
 
-def _client_process(cluster: Cluster, request: Callable[[Client, int], Any], first: int, seconds: float,
-                    start: Any, results: Any) -> None:
+def _client_process(cluster: Cluster, requests: list[Callable[[Client, int], Any]], schedule: list[int],
+                    first: int, start: Any, began: Any, results: Any) -> None:
+    """One client of :func:`saturate`: in slot ``i`` it sends ``requests[schedule[i]]`` one after the other until
+    the slot ends; per side, the requests done and failed and the seconds it spent on them (from the start of
+    its first request of a slot to the end of its last)."""
     client = Client(cluster)
-    done = errors = 0
+    done, errors, busy = [0] * len(requests), [0] * len(requests), [0.0] * len(requests)
     failure = ""
+    number = first  # a number no other request of the run uses (creates' names)
     start.wait()
-    began = time.monotonic()
-    while time.monotonic() - began < seconds:
-        try:
-            request(client, first + done + errors)  # a number no other request of the run uses (creates' names)
-            done += 1
-        except (RuntimeError, OSError) as exc:
-            errors += 1
-            failure = failure or str(exc)[:300]
-            client = Client(cluster)
-    results.put((done, errors, time.monotonic() - began, failure))
+    t0 = began.value
+    time.sleep(max(0.0, t0 - time.monotonic()))
+    for slot, side in enumerate(schedule):
+        end = t0 + (slot + 1) * SLOT_SECONDS
+        now = slot_began = time.monotonic()
+        while now < end:
+            try:
+                requests[side](client, number)
+                done[side] += 1
+            except (RuntimeError, OSError) as exc:
+                errors[side] += 1
+                failure = failure or str(exc)[:300]
+                client = Client(cluster)
+            number += 1
+            now = time.monotonic()
+        busy[side] += now - slot_began
+    results.put((done, errors, busy, failure))
 
 
-def saturate(cluster: Cluster, request: Callable[[Client, int], Any], pids: dict[str, int],
-             run: int) -> dict[str, float]:
-    """Requests per second of ``CLIENTS`` processes sending ``request`` for ``THROUGHPUT_SECONDS``, and the CPU
-    milliseconds per request of each process in ``pids``; ``run`` numbers the call, so that the numbers its
-    requests get (the names of what creates create) are unique in the benchmark."""
+def interleaving(sides: int, slots_per_side: int) -> list[int]:
+    """The side of each slot of a run: every side once per cycle, the order rotated by one from cycle to cycle,
+    so that each side follows each other one about as often."""
+    return [(cycle + i) % sides for cycle in range(slots_per_side) for i in range(sides)]
+
+
+def saturate(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
+             run: int) -> dict[str, dict[str, float]]:
+    """Each side's requests per second from ``CLIENTS`` processes, the sides interleaved in slots of
+    ``SLOT_SECONDS`` for ``THROUGHPUT_SECONDS`` each, and the CPU milliseconds per request of each process in
+    ``pids``; ``run`` numbers the call, so that the numbers its requests get (the names of what creates create)
+    are unique in the benchmark.
+
+    Interleaved rather than one side after the other: on this machine a whole process's work per CPU second
+    changes by half or more from one 8-second window to the next (kube-apiserver's, the service's and the
+    relay's alike, a collection of kube-apiserver's heap apart), which decided the ratio of a run more than the
+    sides did (round 36 of the performance notes). Slots of a second put every side in each such window. A
+    side's rate is each client's requests over the time it spent on them, summed over clients, as before; the
+    processes' CPU and the machine's new TCP connections are read at each slot's end and counted to its side."""
+    keys = list(sides)
+    schedule = interleaving(len(keys), round(THROUGHPUT_SECONDS / SLOT_SECONDS))
     ctx = multiprocessing.get_context("fork")
-    start, results = ctx.Barrier(CLIENTS + 1), ctx.Queue()
-    workers = [ctx.Process(target=_client_process, args=(cluster, request, (run * CLIENTS + w) * 10**7,
-                                                         THROUGHPUT_SECONDS, start, results))
+    start, began, results = ctx.Barrier(CLIENTS + 1), ctx.Value("d", 0.0), ctx.Queue()
+    workers = [ctx.Process(target=_client_process, args=(cluster, [sides[k] for k in keys], schedule,
+                                                         (run * CLIENTS + w) * 10**7, start, began, results))
                for w in range(CLIENTS)]
     for w in workers:
         w.start()
     time.sleep(0.5)  # the processes' own start-up (TLS contexts) is not measured
-    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
-    opened = tcp_active_opens()
+    t0 = began.value = time.monotonic() + 0.2
     start.wait()
-    outcomes = [results.get(timeout=THROUGHPUT_SECONDS + 120) for _ in workers]
+    spent = {key: dict.fromkeys(pids, 0.0) for key in keys}
+    opened = dict.fromkeys(keys, 0)
+    time.sleep(max(0.0, t0 - time.monotonic()))
+    cpu, tcp = {name: cpu_seconds(pid) for name, pid in pids.items()}, tcp_active_opens()
+    for slot, side in enumerate(schedule):
+        time.sleep(max(0.0, t0 + (slot + 1) * SLOT_SECONDS - time.monotonic()))
+        now, tcp_now = {name: cpu_seconds(pid) for name, pid in pids.items()}, tcp_active_opens()
+        for name in pids:
+            spent[keys[side]][name] += now[name] - cpu[name]
+        opened[keys[side]] += tcp_now - tcp
+        cpu, tcp = now, tcp_now
+    outcomes = [results.get(timeout=len(schedule) * SLOT_SECONDS + 120) for _ in workers]
     for w in workers:
         w.join(30)
-    done, errors = sum(o[0] for o in outcomes), sum(o[1] for o in outcomes)
-    if errors > done:
-        raise RuntimeError(f"{errors} of {done + errors} requests failed, e.g. {next(o[3] for o in outcomes if o[3])}")
-    out = {"rps": round(sum(o[0] / o[2] for o in outcomes), 1), "requests": done, "errors": errors,
-           # The machine's TCP connections opened meanwhile: the clients' own, and any a proxy had to open again
-           # (a TLS handshake each) when it did not keep its connections to the service alive (round 35).
-           "tcp_opened": tcp_active_opens() - opened}
-    out |= {f"{name}_cpu_ms": round((cpu_seconds(pid) - cpu[name]) * 1000 / max(done, 1), 3)
-            for name, pid in pids.items()}
+    out: dict[str, dict[str, float]] = {}
+    for i, key in enumerate(keys):
+        done, errors = sum(o[0][i] for o in outcomes), sum(o[1][i] for o in outcomes)
+        if errors > done:
+            raise RuntimeError(f"{key}: {errors} of {done + errors} requests failed, e.g. "
+                               f"{next(o[3] for o in outcomes if o[3])}")
+        out[key] = {"rps": round(sum(o[0][i] / o[2][i] for o in outcomes if o[2][i]), 1), "requests": done,
+                    "errors": errors,
+                    # The machine's TCP connections opened meanwhile: the clients' own, and any a proxy had to
+                    # open again (a TLS handshake each) had it not kept its connections alive (round 35).
+                    "tcp_opened": opened[key]}
+        out[key] |= {f"{name}_cpu_ms": round(spent[key][name] * 1000 / max(done, 1), 3) for name in pids}
     return out
 
 
@@ -343,30 +385,21 @@ def kube_pids(cluster: Cluster) -> dict[str, int]:
 
 def saturated_in_turns(cluster: Cluster, sides: dict[str, Callable[[Client, int], Any]], pids: dict[str, int],
                        rounds: int) -> dict[str, list[dict[str, float]]]:
-    """``saturate`` each side once per round, each from quiet processes (:func:`turns` gives the order)."""
+    """Each round, the reads interleaved in one run of :func:`saturate` and then the creates in another, each
+    run from quiet processes; each side's figures per round."""
     measured: dict[str, list[dict[str, float]]] = {key: [] for key in sides}
+    groups = [{k: v for k, v in sides.items() if not k.startswith("create")},
+              {k: v for k, v in sides.items() if k.startswith("create")}]
+    run = 0
     for r in range(rounds):
-        for i, key in enumerate(turns(list(sides), r)):
+        for group in filter(None, groups):
             waited = wait_quiet(*pids.values(), below=0.1, window=1.0, timeout=60.0)
-            measured[key].append(saturate(cluster, sides[key], pids, r * len(sides) + i))
-            print(f"  throughput round {r} {key} (after {waited} s of waiting for quiet): {measured[key][-1]}",
-                  flush=True)
+            for key, figures in saturate(cluster, group, pids, run).items():
+                measured[key].append(figures)
+                print(f"  throughput round {r} {key} (after {waited} s of waiting for quiet): {figures}",
+                      flush=True)
+            run += 1
     return measured
-
-
-def turns(keys: list[str], r: int) -> list[str]:
-    """The order of the sides in round ``r``: the reads, then the creates, each group reversed every other round.
-
-    A kube-apiserver that has just taken thousands of creates answers the next gets slower for a while, though its
-    CPU is quiet again (rounds 18 and 19 of the performance notes: its CPU per aggregated get doubled in such a
-    round). So no read comes right after the creates of its own round, and the read that follows the previous
-    round's creates is the first of one round and the last of the next: the aggregated get and the direct one
-    (first and last) take that place in turns."""
-    reads = [k for k in keys if not k.startswith("create")]
-    writes = [k for k in keys if k.startswith("create")]
-    if r % 2:
-        reads, writes = reads[::-1], writes[::-1]
-    return reads + writes
 
 
 def replica_throughput(bench: Bench, extra_args: tuple[str, ...], rounds: int) -> tuple[services.Running,
@@ -436,7 +469,7 @@ def summarize_throughput(measured: dict[str, list[dict[str, float]]]) -> dict[st
                        "create": {"aggregated": median("create_aggregated", "rps"),
                                   "direct": median("create_direct", "rps"),
                                   "ratio": ratio("create_aggregated", "create_direct")},
-                       "clients": CLIENTS, "seconds_per_round": THROUGHPUT_SECONDS,
+                       "clients": CLIENTS, "seconds_per_round": THROUGHPUT_SECONDS, "slot_seconds": SLOT_SECONDS,
                        "rounds": len(measured["get_direct"]),
                        "errors": int(sum(m["errors"] for ms in measured.values() for m in ms))},
         "cpu_ms_per_request": {"get": median("get_aggregated", "service_cpu_ms"),
