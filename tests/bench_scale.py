@@ -195,9 +195,10 @@ def startup(bench: Bench, running: services.Running, probe_ns: str, probe_name: 
 
 def kube_requests(probe: ServiceProbe) -> dict[str, int]:
     """The service's own requests to kube-apiserver so far, by method, resource and answer (its
-    ``agl_kube_requests_total``). Read after a start-up, it says how many pages the informer's list took and
-    whether a page was refused and the list begun again: one start-up of tofu_agl with 50 000 took 23 s, twice
-    its floor, with kube-apiserver spending 37 CPU s against its usual 15 (round 36 of the performance notes)."""
+    ``agl_kube_requests_total``; a paged list counts once). Read after a start-up, it says how many lists and
+    watches the service sent and whether one was refused and sent again: one start-up of tofu_agl with 50 000
+    took 23 s, twice its floor, with kube-apiserver spending 37 CPU s against its usual 15 (round 36 of the
+    performance notes)."""
     connection = probe.connection()
     try:
         status, body = connection.fetch("/metrics")
