@@ -68,9 +68,9 @@ THROUGHPUT_ROUNDS = 3
 REPLICAS = 2
 #: Bounds of the waits (a start-up that takes longer is reported as failed, not waited for).
 STARTUP_TIMEOUT = 180.0
-#: The CPU seconds kube-apiserver's Go runtime has spent on garbage collection, on its ``/metrics``.
 #: One line of the service's count of its own kube requests, on its ``/metrics``: labels and count.
 KUBE_REQUESTS = re.compile(rb"^agl_kube_requests_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
+#: The CPU seconds kube-apiserver's Go runtime has spent on garbage collection, on its ``/metrics``.
 GC_CPU = re.compile(rb"^go_cpu_classes_gc_total_cpu_seconds_total ([0-9.e+-]+)$", re.M)
 
 
@@ -104,30 +104,25 @@ class ProbeConnection:
 
     def status(self, path: str) -> tuple[int, bytes]:
         """Status and first line of the answer to ``path``; (0, b"") when the service does not answer yet."""
+        return self._get(path, first_line=True)
+
+    def fetch(self, path: str) -> tuple[int, bytes]:
+        """Status and whole answer of ``path``; (0, b"") when the service does not answer."""
+        return self._get(path, first_line=False)
+
+    def _get(self, path: str, first_line: bool) -> tuple[int, bytes]:
         if self.conn is None:
             self.conn = http.client.HTTPSConnection("127.0.0.1", self.probe.port, context=self.probe.ctx, timeout=30)
         try:
             self.conn.request("GET", path, headers={"X-Remote-User": "bench", "X-Remote-Group": "system:masters",
                                                     "Accept": "application/json"})
             resp = self.conn.getresponse()
-            if resp.chunked:  # a watch's stream, which runs on: its first line is the answer
+            if resp.chunked and first_line:  # a watch's stream, which runs on: its first line is the answer
                 line = resp.readline()
                 self.close()
                 return resp.status, line
             body = resp.read()
-            return resp.status, body.split(b"\n", 1)[0]
-        except (OSError, http.client.HTTPException):
-            self.close()
-            return 0, b""
-
-    def fetch(self, path: str) -> tuple[int, bytes]:
-        """Status and whole answer of ``path``; (0, b"") when the service does not answer."""
-        if self.conn is None:
-            self.conn = http.client.HTTPSConnection("127.0.0.1", self.probe.port, context=self.probe.ctx, timeout=30)
-        try:
-            self.conn.request("GET", path, headers={"X-Remote-User": "bench", "X-Remote-Group": "system:masters"})
-            resp = self.conn.getresponse()
-            return resp.status, resp.read()
+            return resp.status, body.split(b"\n", 1)[0] if first_line else body
         except (OSError, http.client.HTTPException):
             self.close()
             return 0, b""
