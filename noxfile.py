@@ -50,7 +50,7 @@ def tests(session: nox.Session) -> None:
     started = time.monotonic()
     log = session.create_tmp() + "/localcluster-build.log"
     with open(log, "w") as out:
-        builder = subprocess.Popen([session.bin + "/python", "-m", "localcluster", "build", "--flux"],
+        builder = subprocess.Popen([session.bin + "/python", "-m", "localcluster", "build", "--flux", "--node"],
                                    stdout=out, stderr=subprocess.STDOUT)
     try:
         session.run("ruff", "check", *PACKAGES, "tests", "docs", "noxfile.py")
@@ -66,7 +66,7 @@ def tests(session: nox.Session) -> None:
             builder.terminate()
     session.log("build finished after %ds (exit %d)", time.monotonic() - started, code)
     if code != 0:
-        session.error(f"python -m localcluster build --flux failed; see {log}")
+        session.error(f"python -m localcluster build --flux --node failed; see {log}")
     # With arguments (``nox -s tests -- tests/flux -k helm``) they select what runs, the unit tier included.
     session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *(session.posargs or ["--ignore=tests/unit"]))
 

@@ -24,7 +24,7 @@ def reference() -> Any:
 # ------------------------------------------------------------------ tiers that need the control plane
 
 #: Test directories whose tests need the local control plane, and the marker each gets.
-CLUSTER_TIERS = ("integration", "contract", "differential", "flux")
+CLUSTER_TIERS = ("integration", "contract", "differential", "flux", "node")
 
 
 #: Tiers that run after all others, in this order: the flux tier's helm-controller would reconcile the other
@@ -39,6 +39,9 @@ FIRST_MODULES = ("tests/integration/test_chart.py",)
 
 def _run_rank(item: pytest.Item) -> int:
     path = str(item.fspath)
+    # The node tier first: its cluster is its own and is stopped when the tier ends, before the others start theirs.
+    if "tests/node/" in path:
+        return -2
     if any(path.endswith(module) for module in FIRST_MODULES):
         return -1
     return next((rank for rank, tier in enumerate(LAST_TIERS, 1) if f"tests/{tier}/" in path), 0)

@@ -28,6 +28,7 @@ import asyncio
 import logging
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,17 +68,27 @@ class AlwaysLeader:
         await asyncio.Event().wait()  # never
 
 
-def default_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
-    """The pod's namespace (from its service account mount), or ``default`` out of cluster."""
+def default_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE, environ: Mapping[str, str] | None = None) -> str:
+    """The pod's namespace: ``POD_NAMESPACE`` (the chart sets it from ``metadata.namespace`` through the Downward
+    API), else its service account mount, else ``default`` out of cluster."""
+    pod_namespace = (os.environ if environ is None else environ).get("POD_NAMESPACE", "").strip()
+    if pod_namespace:
+        return pod_namespace
     try:
         return path.read_text().strip() or "default"
     except OSError:
         return "default"
 
 
-def default_identity() -> str:
-    """Unique per process: two replicas on one host (or a restarted process) never share an identity."""
-    return f"{socket.gethostname()}_{os.getpid()}"
+def default_identity(environ: Mapping[str, str] | None = None) -> str:
+    """This replica's name, for its Lease and for kopf: the pod's name (``POD_NAME``, which the chart sets from
+    ``metadata.name`` through the Downward API), unique among a Deployment's live pods; out of a cluster (the local
+    stack runs the services as processes) ``<hostname>_<pid>``, so two processes on one host never share one.
+
+    Nothing here asks for the user: a pod runs as a uid without a passwd entry (65532 on python:3.11-slim), where
+    ``getpass.getuser()`` -- what kopf's own ``detect_own_id`` calls -- raises ``KeyError``."""
+    pod_name = (os.environ if environ is None else environ).get("POD_NAME", "").strip()
+    return pod_name or f"{socket.gethostname()}_{os.getpid()}"
 
 
 class _CountingLeaseLock(LeaseLock):

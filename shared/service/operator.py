@@ -3,6 +3,10 @@
 Each service is one process (API server + reconciler), so kopf runs embedded: its own handler
 registry, no peering CRDs required, and credentials from the same loaded configuration the
 rest of the service uses (:mod:`shared.client.credentials`).
+
+kopf is always given the service's identity (:func:`shared.client.leader.default_identity`, the one its
+Lease is held under): left to itself, kopf makes one up with ``getpass.getuser()``, which raises
+``KeyError`` in a pod running as a uid without a passwd entry.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ import logging
 
 import kopf
 
+# kopf takes its identity as ``kopf._core.engines.peering.Identity`` (a NewType of str) and does not export the
+# type (it is not in ``kopf.__all__``); kopf's own CLI builds it the same way, from this module.
+from kopf._core.engines.peering import Identity
+
 log = logging.getLogger(__name__)
 
 
-async def run_operator(registry: kopf.OperatorRegistry, stop: asyncio.Event, ready: asyncio.Event) -> None:
-    """Run kopf until ``stop`` is set; ``ready`` is set once kopf has started its watches."""
+async def run_operator(registry: kopf.OperatorRegistry, stop: asyncio.Event, ready: asyncio.Event, *,
+                       identity: str) -> None:
+    """Run kopf as ``identity`` until ``stop`` is set; ``ready`` is set once kopf has started its watches."""
     settings = kopf.OperatorSettings()
     settings.peering.standalone = True
     settings.posting.enabled = False
@@ -42,6 +51,7 @@ async def run_operator(registry: kopf.OperatorRegistry, stop: asyncio.Event, rea
             registry=registry,
             settings=settings,
             clusterwide=True,
+            identity=Identity(identity),
             stop_flag=stop_future,
             ready_flag=ready_flag,
         )

@@ -139,12 +139,12 @@ def _serving_files(args: argparse.Namespace, component: str) -> tuple[str, str]:
     return str(files.cert_file), str(files.key_file)
 
 
-def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str) -> leader.LeaderElector | None:
+def _elector(args: argparse.Namespace, api: kclient.ApiClient, component: str,
+             identity: str) -> leader.LeaderElector | None:
     if not getattr(args, "leader_elect", False):
         return None
     namespace = args.leader_elect_namespace or leader.default_namespace()
     name = args.leader_elect_lease_name or f"{component}-reconciler"
-    identity = leader.default_identity()
     log.info("leader election on", extra={"lease": f"{namespace}/{name}", "identity": identity})
     return leader.LeaderElector(api, namespace, name, identity)
 
@@ -206,7 +206,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     )
     latency.observe_requests(api, server.metrics.observe_kube)
     events = EventRecorder(api, component, socket.gethostname())
-    elector = _elector(args, api, component)
+    elector = _elector(args, api, component, identity := leader.default_identity())  # kopf's identity too
     ctx = Context(api=api, server=server, events=events, component=component, login=login,
                   fence_namespace=_fence_namespace(args))
     if elector is not None:
@@ -242,7 +242,7 @@ async def run(args: argparse.Namespace, component: str, build: Callable[[Context
     # Started before kopf, so that kopf's stop neither counts it among its own tasks nor cancels it.
     stopping = asyncio.create_task(shutdown.stop_when_asked(stop, steps, args.shutdown_delay), name="service stop")
     try:
-        await run_operator(wiring.operator, operator_stop, operator_ready)
+        await run_operator(wiring.operator, operator_stop, operator_ready, identity=identity)
     finally:
         if told:  # kopf waits up to 5 s for the tasks started after it: this says whether any of ours was left
             log.info("reconciler stopped", extra={"seconds": round(time.monotonic() - told[0], 3)})

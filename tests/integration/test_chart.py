@@ -328,6 +328,12 @@ def test_deployments_are_hardened(helm: Helm) -> None:
         assert c["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
         assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
         assert c["image"] == "ghcr.io/cozystack/agl-parallel:0.1.0"
+        # The replica's identity (Lease holder, kopf) is its pod's name: uid 65532 has no passwd entry to ask.
+        env = {e["name"]: e for e in c["env"]}
+        assert env["POD_NAME"] == {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        assert env["POD_NAMESPACE"] == {"name": "POD_NAMESPACE",
+                                        "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+        assert "POD_ID" not in env  # kopf's own variable: the service hands kopf its identity itself
         service = objs[("Service", svc)]
         assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
@@ -1191,10 +1197,10 @@ def service_as_chart_identity(cluster: Cluster, probe: Probe, deployment: Doc,
 
     What a pod would have that a local process cannot is stood in for: the interpreter running this test for
     ``python``, a free port for ``--secure-port``, the serving certificate's local files for the mounted ``/tls``
-    ones, and ``--kubeconfig`` (the ServiceAccount's identity) with ``--bind-address=127.0.0.1`` for the in-cluster
-    configuration. Its serving certificate names the Service ``served_as`` (name, namespace; by default the
-    chart's), as kube-apiserver checks when it proxies to it. Afterwards its log must show no 403: the chart's RBAC
-    sufficed."""
+    ones, ``--kubeconfig`` (the ServiceAccount's identity) with ``--bind-address=127.0.0.1`` for the in-cluster
+    configuration, and a pod's name and namespace for the env the Downward API fills in. Its serving certificate
+    names the Service ``served_as`` (name, namespace; by default the chart's), as kube-apiserver checks when it
+    proxies to it. Afterwards its log must show no 403: the chart's RBAC sufficed."""
     if importlib.util.find_spec(f"{probe.module}.__main__") is None:
         pytest.skip(f"{probe.module} has no entry point yet")
     user, groups = sa(probe.svc)
@@ -1210,7 +1216,10 @@ def service_as_chart_identity(cluster: Cluster, probe: Probe, deployment: Doc,
     args = [f"{flag}={local[flag]}" if flag in local else arg
             for arg in spec["args"] for flag in [arg.split("=", 1)[0]]]
     assert [a for a in args if a.split("=", 1)[0] in local] == [f"{k}={v}" for k, v in local.items()], args
-    env = dict(os.environ, **{e["name"]: e["value"] for e in spec.get("env") or []})
+    # The Downward API's fields, as the kubelet would fill them in for a pod of this Deployment.
+    downward = {"metadata.name": f"{probe.svc}-chart-rbac", "metadata.namespace": deployment["metadata"]["namespace"]}
+    env = dict(os.environ, **{e["name"]: e["value"] if "value" in e
+                              else downward[e["valueFrom"]["fieldRef"]["fieldPath"]] for e in spec.get("env") or []})
     with log_file.open("ab") as out:
         proc = subprocess.Popen([sys.executable, *spec["command"][1:], *args, "--kubeconfig", str(kubeconfig),
                                  "--bind-address=127.0.0.1"],

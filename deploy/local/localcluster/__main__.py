@@ -8,21 +8,29 @@ import sys
 from . import build, crds, kstatus
 from .build import BuildError, log
 from .cluster import Cluster, ClusterError
+from .netns import NetnsError
 
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__)
-    parser.add_argument("--name", default="default", help="cluster name (state directory); default: %(default)s")
+    parser.add_argument("--name", default=None,
+                        help="cluster name (state directory); default: 'default', or 'node' with --node")
     sub = parser.add_subparsers(dest="command", required=True)
     build_cmd = sub.add_parser("build", help="build (or reuse) kube-apiserver, kubectl, etcd, helm and the kstatus "
                                                     "verdict tool")
     build_cmd.add_argument("--flux", action="store_true",
                            help="also the Flux controllers, tofu-controller and tofu (minutes each when cold)")
+    build_cmd.add_argument("--node", action="store_true",
+                           help="also kubelet, kube-proxy, kube-controller-manager, kube-scheduler and the images")
     up = sub.add_parser("up", help="start the control plane, install CRDs, the services and the Flux controllers")
     up.add_argument("--no-services", action="store_true", help="only the control plane and CRDs")
     up.add_argument("--no-flux", action="store_true",
                     help="skip the Flux controllers, tofu-controller and the source servers")
-    sub.add_parser("down", help="stop the services and the control plane")
+    up.add_argument("--node", action="store_true",
+                    help="a real node (containerd, kubelet, kube-proxy, controller manager, scheduler) in a network "
+                         "namespace of its own, the image built from the Dockerfile and the chart installed with helm")
+    down_cmd = sub.add_parser("down", help="stop the services and the control plane")
+    down_cmd.add_argument("--node", action="store_true", help="the node cluster (name 'node')")
     sub.add_parser("status", help="say whether the cluster runs")
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
     user.add_argument("username")
@@ -30,13 +38,39 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_all(flux: bool) -> None:
+def build_all(flux: bool, node: bool = False) -> None:
     build.ensure_binaries()
     build.ensure_helm()
     kstatus.ensure_kstatus()
     if flux:
         build.ensure_tofu()
         build.ensure_flux()
+    if node:
+        from . import chartinstall, hostpackages, images
+
+        hostpackages.ensure()
+        build.ensure_node_binaries()
+        images.ensure_pause_image()
+        images.ensure_project_image(chartinstall.REPO_ROOT)
+
+
+def up_node(cluster: Cluster) -> None:
+    """The control plane and a real node in its network namespace, the project's image built from its Dockerfile
+    and imported into the node, and the chart installed with ``helm install --wait`` (both services)."""
+    from . import chartinstall, hostpackages, images, node
+
+    hostpackages.ensure()
+    cluster.up(node=True)
+    build.ensure_helm()
+    # Upstream CRDs only: the chart installs the definition CRDs itself, as on any cluster.
+    crds.install(cluster, ours=False)
+    sandbox = images.ensure_pause_image()
+    project = images.ensure_project_image(chartinstall.REPO_ROOT)
+    node.start(cluster, [project], sandbox)
+    log(node.describe(cluster))
+    chartinstall.install(cluster, project.ref)
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    print(f"export PATH={build.kubectl_dir()}:$PATH")
 
 
 def up(cluster: Cluster, *, with_services: bool, with_flux: bool) -> None:
@@ -69,10 +103,13 @@ def down(cluster: Cluster) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    cluster = Cluster(args.name)
+    node = getattr(args, "node", False)
+    cluster = Cluster(args.name or ("node" if node and args.command != "build" else "default"))
     try:
         if args.command == "build":
-            build_all(args.flux)
+            build_all(args.flux, node)
+        elif args.command == "up" and node:
+            up_node(cluster)
         elif args.command == "up":
             up(cluster, with_services=not args.no_services, with_flux=not args.no_flux)
         elif args.command == "down":
@@ -83,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if running else 3
         elif args.command == "user":
             print(cluster.user_kubeconfig(args.username, tuple(args.group)))
-    except (BuildError, ClusterError) as exc:
+    except (BuildError, ClusterError, NetnsError) as exc:
         log(f"error: {exc}")
         return 1
     return 0

@@ -43,9 +43,11 @@ def go_binary() -> str:
     return go
 
 
-def _run(cmd: Sequence[str], cwd: Path, step: str, *, progress: bool = False) -> str:
-    """Run a Go command; with ``progress`` print a line every few compiled packages."""
+def _run(cmd: Sequence[str], cwd: Path, step: str, *, progress: bool = False, static: bool = False) -> str:
+    """Run a Go command; with ``progress`` print a line every few compiled packages; ``static`` links without cgo."""
     env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    if static:
+        env["CGO_ENABLED"] = "0"
     proc = subprocess.Popen(
         list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -81,6 +83,8 @@ class GoTarget:
     replaces: dict[str, str] = field(default_factory=dict)
     #: Modules raised above what the target's go.mod asks for (``go get module@version`` before the build).
     raises: dict[str, str] = field(default_factory=dict)
+    #: Linked without cgo (``CGO_ENABLED=0``).
+    static: bool = False
 
     @property
     def binary(self) -> Path:
@@ -169,7 +173,7 @@ def build(target: GoTarget) -> Path:
     tmp = target.binary.with_name(f"{target.binary.name}.partial-{os.getpid()}")
     ldflags = " ".join(("-s", "-w", *target.ldflags))
     _run([go, "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(tmp), package],
-         workdir, f"compile {target.name}", progress=True)
+         workdir, f"compile {target.name}", progress=True, static=target.static)
     tmp.replace(target.binary)
     log(f"built {target.name} in {int(time.monotonic() - started)}s -> {target.binary}")
     return target.binary
@@ -194,11 +198,15 @@ def kubernetes_targets() -> list[GoTarget]:
                          ("gitTreeState", "clean"), ("buildDate", "1970-01-01T00:00:00Z"))
     )
     return [
-        GoTarget("kube-apiserver", "k8s.io/kubernetes", version, "k8s.io/kubernetes/cmd/kube-apiserver",
-                 ldflags=stamp, replaces=replaces),
-        GoTarget("kubectl", "k8s.io/kubernetes", version, "k8s.io/kubernetes/cmd/kubectl",
-                 ldflags=stamp, replaces=replaces),
+        GoTarget(name, "k8s.io/kubernetes", version, f"k8s.io/kubernetes/cmd/{name}", ldflags=stamp, replaces=replaces,
+                 static=name in NODE_COMPONENTS)
+        for name in ("kube-apiserver", "kubectl", *NODE_COMPONENTS)
     ]
+
+
+#: What a real node adds to the control plane, built from the same wrapper module as kube-apiserver (same staging
+#: replaces, same version stamp, sharing its build cache: about 8 more minutes cold on two cores, kubelet the most).
+NODE_COMPONENTS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 
 
 # Our own three-line entry point: etcd's server module exposes etcdmain.Main but no main package.
@@ -350,7 +358,7 @@ class Binaries:
 
 def ensure_binaries() -> Binaries:
     """Build (or reuse) everything the control plane runs."""
-    kube = {t.name: build(t) for t in kubernetes_targets()}
+    kube = {t.name: build(t) for t in kubernetes_targets() if t.name not in NODE_COMPONENTS}
     etcd = build(etcd_target())
     link_dir = paths.bin_dir() / "current"
     link_dir.mkdir(exist_ok=True)
@@ -360,6 +368,14 @@ def ensure_binaries() -> Binaries:
             link.unlink()
         link.symlink_to(path)
     return Binaries(kube["kube-apiserver"], kube["kubectl"], etcd)
+
+
+def ensure_node_binaries() -> dict[str, Path]:
+    """Build (or reuse) kubelet, kube-controller-manager, kube-scheduler and kube-proxy (:data:`NODE_COMPONENTS`).
+
+    Linked statically (``CGO_ENABLED=0``), as Kubernetes' own release builds of these are: no libc of the build
+    machine is assumed where they run."""
+    return {t.name: build(t) for t in kubernetes_targets() if t.name in NODE_COMPONENTS}
 
 
 def link_current(name: str, binary: Path) -> None:

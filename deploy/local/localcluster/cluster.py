@@ -15,6 +15,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from . import build, paths, pki
+from . import build, netns, nodehost, paths, pki
 from .build import log
+from .nodeconfig import Layout
 
 SERVICE_CIDR = "10.0.0.0/24"
 #: Users in this group (and only they) are also authorized by a webhook that a test may serve on
@@ -83,6 +85,9 @@ class State:
     etcd_pid: int = 0
     api_pid: int = 0
     authz_webhook_port: int = 0
+    #: A node cluster: the control plane runs in :mod:`netns`, reached on 127.0.0.1 through ``forward_pid``.
+    node: bool = False
+    forward_pid: int = 0
 
 
 class Cluster:
@@ -135,7 +140,7 @@ class Cluster:
             "front-proxy-ca": front_ca,
             "serving": pki.issue(ca, self.pki_dir, "apiserver", "kube-apiserver", server=True,
                                  dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-                                 ips=("127.0.0.1", "10.0.0.1")),
+                                 ips=("127.0.0.1", "10.0.0.1", netns.NODE_IP)),
             "front-proxy-client": pki.issue(front_ca, self.pki_dir, "front-proxy-client", "front-proxy-client"),
             "admin": pki.issue(ca, self.pki_dir, "admin", "agl-admin", orgs=("system:masters",)),
             "authz-webhook-ca": pki.ensure_ca(self.pki_dir, "authz-webhook-ca", "agl-local-authz-webhook-ca"),
@@ -152,7 +157,8 @@ class Cluster:
                                                    server=True)
 
     def _authorization_config(self, state: State) -> Path:
-        """RBAC, preceded by the test authorization webhook for :data:`AUTHZ_WEBHOOK_GROUP` only."""
+        """RBAC, preceded by the test authorization webhook for :data:`AUTHZ_WEBHOOK_GROUP` only, and on a node by
+        the Node authorizer (what a kubelet may read and write, as on any real cluster)."""
         kubeconfig = self.dir / "authz-webhook.kubeconfig"
         kubeconfig.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config",
@@ -176,7 +182,8 @@ class Cluster:
         config.write_text(yaml.safe_dump({
             "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration",
             # A state file from before the webhook existed has no port for it.
-            "authorizers": [webhook, rbac] if state.authz_webhook_port else [rbac],
+            "authorizers": [*([{"type": "Node", "name": "node"}] if state.node else []),
+                            *([webhook] if state.authz_webhook_port else []), rbac],
         }))
         return config
 
@@ -203,9 +210,12 @@ class Cluster:
         return self.write_kubeconfig(self.dir / f"user-{safe}-{suffix}.kubeconfig", user, pair, self.server)
 
     # ------------------------------------------------------------ lifecycle
-    def up(self, *, fresh: bool = False) -> None:
-        """Start the cluster unless it already runs; ``fresh`` wipes etcd's data first."""
-        if not fresh and self.is_running():
+    def up(self, *, fresh: bool = False, node: bool = False) -> None:
+        """Start the cluster unless it already runs; ``fresh`` wipes etcd's data first. With ``node`` the control
+        plane runs in the node's network namespace (:mod:`netns`), where kube-apiserver reaches pods, and is
+        forwarded to the same ports on 127.0.0.1 (:mod:`portforward`); the node itself is :mod:`node`'s."""
+        state_now = self._state()
+        if not fresh and self.is_running() and state_now is not None and state_now.node == node:
             log(f"cluster {self.name!r} already running at {self.server}")
             return
         self.down(quiet=True)
@@ -213,10 +223,16 @@ class Cluster:
         if fresh:
             shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         certs = self._certs()
+        # The test authorization webhook listens on the machine's loopback, which a node's kube-apiserver cannot reach.
         state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port(),
-                      authz_webhook_port=free_port())
+                      authz_webhook_port=0 if node else free_port(), node=node)
+        if node:
+            # One node per machine: whatever a crashed run (of any cluster) left in the namespace goes first.
+            self._clear_node(grace=5)
+            netns.ensure()
+            self._forward(state)
         log(f"starting etcd on 127.0.0.1:{state.etcd_port}")
-        state.etcd_pid = self._spawn("etcd", [
+        state.etcd_pid = self._spawn("etcd", in_netns=state.node, argv=[
             str(binaries.etcd), "--name", "agl-local", "--data-dir", str(self.dir / "etcd"),
             "--listen-client-urls", f"http://127.0.0.1:{state.etcd_port}",
             "--advertise-client-urls", f"http://127.0.0.1:{state.etcd_port}",
@@ -228,7 +244,8 @@ class Cluster:
         self._save(state)
         self._wait(lambda: self._http_ok(f"http://127.0.0.1:{state.etcd_port}/health"), "etcd", state.etcd_pid)
         log(f"starting kube-apiserver on 127.0.0.1:{state.api_port}")
-        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
+        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state),
+                                    in_netns=state.node)
         self._save(state)
         self.write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
@@ -236,20 +253,41 @@ class Cluster:
                    state.api_pid, limit=60)
         log(f"cluster {self.name!r} ready at https://127.0.0.1:{state.api_port}")
 
+    def _forward(self, state: State) -> None:
+        """The machine's 127.0.0.1 ports of etcd and kube-apiserver, forwarded into the node's namespace."""
+        rules = [f"host:127.0.0.1:{port}=node:127.0.0.1:{port}" for port in (state.etcd_port, state.api_port)]
+        state.forward_pid = self._spawn("portforward", [sys.executable, "-m", "localcluster.portforward",
+                                                        "--netns", str(netns.PATH), *rules], in_netns=False)
+        self._save(state)
+
     def _apiserver_argv(self, binary: Path, state: State) -> list[str]:
         certs = self._certs()
         sa_key, sa_pub = pki.ensure_service_account_keys(self.pki_dir)
+        if state.node:
+            # The node's kubelet, kube-proxy and pods reach kube-apiserver at the node's address (the ``kubernetes``
+            # Service's endpoint, kept by kube-apiserver itself), aggregation goes to the services' pod IPs, and
+            # kube-apiserver reaches the kubelet (logs, exec) with a client certificate of its own.
+            kubelet_client = pki.issue(certs["ca"], self.pki_dir, "apiserver-kubelet-client",
+                                       "kube-apiserver-kubelet-client", orgs=("system:masters",))
+            placement = ["--bind-address=0.0.0.0", f"--advertise-address={netns.NODE_IP}",
+                         "--enable-admission-plugins=NodeRestriction", "--enable-aggregator-routing=true",
+                         f"--kubelet-client-certificate={kubelet_client.cert}",
+                         f"--kubelet-client-key={kubelet_client.key}",
+                         "--kubelet-preferred-address-types=InternalIP"]
+        else:
+            placement = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+                         "--enable-aggregator-routing=false"]
         return [
             str(binary),
             f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={state.api_port}",
+            *placement, f"--secure-port={state.api_port}",
             f"--tls-cert-file={certs['serving'].cert}", f"--tls-private-key-file={certs['serving'].key}",
             f"--client-ca-file={certs['ca'].cert}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
             f"--authorization-config={self._authorization_config(state)}",
-            "--allow-privileged=true", "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
             # API aggregation: kube-apiserver proxies to extension servers with this client cert, and
             # tells them who the user is through the request headers named here.
             f"--requestheader-client-ca-file={certs['front-proxy-ca'].cert}",
@@ -259,7 +297,6 @@ class Cluster:
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={certs['front-proxy-client'].cert}",
             f"--proxy-client-key-file={certs['front-proxy-client'].key}",
-            "--enable-aggregator-routing=false",
             "--v=1",
         ]
 
@@ -283,7 +320,8 @@ class Cluster:
         while _alive(state.api_pid):
             time.sleep(0.1)
         binaries = build.ensure_binaries()
-        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state))
+        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state),
+                                    in_netns=state.node)
         self._save(state)
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
 
@@ -302,14 +340,30 @@ class Cluster:
         _terminate([pid for pid, _ in started], grace=15)
         for _, record in started:
             record.unlink(missing_ok=True)
+        if state is not None and state.node:
+            nodehost.clear(self.node_layout.base, self.node_layout.containerd_socket)
         if state is not None:
             # kube-apiserver before etcd: TERMed together, kube-apiserver spends its whole grace period retrying
             # the etcd that went first (11 s, against 1 s one after the other).
             _terminate([state.api_pid], grace=15)
             _terminate([state.etcd_pid], grace=15)
+            _terminate([state.forward_pid], grace=5)
+        if state is not None and state.node:
+            self._clear_node(grace=5)
         self.state_file.unlink(missing_ok=True)
         if not quiet:
             log(f"cluster {self.name!r} stopped")
+
+    @property
+    def node_layout(self) -> Layout:
+        """Where this cluster's node (if it has one) keeps its files."""
+        return Layout(self.dir / "node")
+
+    def _clear_node(self, grace: float) -> None:
+        """Remove the node's network namespace and everything in it, and what a node left on the machine."""
+        nodehost.clear(self.node_layout.base, self.node_layout.containerd_socket)
+        nodehost.stop_netns_processes(grace)
+        netns.delete()
 
     def _started_processes(self) -> list[tuple[int, Path]]:
         """(pid, record file) of what ``services`` and ``processes`` started against this cluster."""
@@ -324,10 +378,11 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # -------------------------------------------------------------- helpers
-    def _spawn(self, name: str, argv: list[str]) -> int:
+    def _spawn(self, name: str, argv: list[str], *, in_netns: bool) -> int:
+        """Start ``argv`` detached, in the node's network namespace or on the machine's loopback."""
         out = (self.logs_dir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=self.dir)
+        proc = subprocess.Popen(netns.inside(argv) if in_netns else argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
         return proc.pid
 
     def _wait(self, check: object, what: str, pid: int, limit: float = 60) -> None:

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,9 @@ GITOPS_APPLICATIONS = ("postgres-orders.yaml", "redis-cache.yaml", "vpc-network.
 KUSTOMIZATIONS = "kustomizations.kustomize.toolkit.fluxcd.io"
 #: Metadata the API server adds that only clutters a side-by-side view.
 NOISE = ("managedFields", "uid", "resourceVersion", "generation", "creationTimestamp")
+#: The definition kinds the demo publishes (``cozystack.io``), and the resource each is read back as.
+DEFINITION_PLURALS = {"ApplicationDefinition": "applicationdefinitions",
+                      "TofuApplicationDefinition": "tofuapplicationdefinitions"}
 
 
 class Transcript:
@@ -80,6 +83,21 @@ def sample_files(kind: str) -> Iterator[Path]:
     yield from sorted((SAMPLES / kind).glob("*.yaml"))
 
 
+def applied_definitions(files: Iterable[Path]) -> list[tuple[str, str]]:
+    """``(plural, name)`` of every definition in ``files``, the ones the demo applies: those it waits for.
+
+    Definitions already in the cluster (a rejected one left over from earlier work, say) are not the demo's:
+    waiting for all of them would fail the demo on someone else's definition."""
+    found: set[tuple[str, str]] = set()
+    for path in files:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") not in DEFINITION_PLURALS \
+                    or str(doc.get("apiVersion", "")).split("/")[0] != "cozystack.io":
+                continue
+            found.add((DEFINITION_PLURALS[doc["kind"]], doc["metadata"]["name"]))
+    return sorted(found)
+
+
 class Demo:
     def __init__(self, cluster: Cluster, out: Transcript) -> None:
         self.cluster = cluster
@@ -118,14 +136,14 @@ class Demo:
                                           flux.state_kubeconfig(self.cluster))
         self.out.say("(Applied from local copies: the Tofu definitions reach their state through a kubeconfig instead "
                      f"of a pod's in-cluster config, see deploy/samples/README.md; {local})")
-        for path in sorted(local.glob("*.yaml")):
+        # The local copies of today's samples (any other file there is not one the demo publishes).
+        files = [local / sample.name for sample in sample_files("definitions")]
+        for path in files:
             self.kubectl("apply", "-f", str(path))
-        for plural in ("applicationdefinitions", "tofuapplicationdefinitions"):
-            names = [item["metadata"]["name"] for item in self.get(plural)["items"]]
-            for name in names:
-                self.wait(f"{plural}/{name} to be Accepted", lambda p=plural, n=name: any(
-                    c["type"] == "Accepted" and c["status"] == "True"
-                    for c in self.get(p, n).get("status", {}).get("conditions", [])))
+        for plural, name in applied_definitions(files):  # its own only: not whatever else the cluster holds
+            self.wait(f"{plural}/{name} to be Accepted", lambda p=plural, n=name: any(
+                c["type"] == "Accepted" and c["status"] == "True"
+                for c in self.get(p, n).get("status", {}).get("conditions", [])))
         self.kubectl("get", "applicationdefinitions,tofuapplicationdefinitions", show=True)
         self.wait("the new kinds in discovery", lambda: "s3buckets" in self.kubectl(
             "api-resources", "--api-group=tofu.apps.cozystack.io", "--cached=false"))

@@ -13,6 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +43,11 @@ class Process:
         record = Record(**json.loads(self.record_file.read_text()))
         return record if _alive(record.pid) else None
 
-    def spawn(self, argv: list[str], *, port: int, ready_url: str, env: dict[str, str] | None = None,
-              cwd: Path | None = None, timeout: float = 60) -> Record:
-        """Start ``argv`` detached and wait until ``ready_url`` answers 200 (or the process exits)."""
+    def spawn(self, argv: list[str], *, port: int, ready_url: str = "", env: dict[str, str] | None = None,
+              cwd: Path | None = None, timeout: float = 60, ready: Callable[[], bool] | None = None) -> Record:
+        """Start ``argv`` detached and wait until ``ready_url`` answers 200, or ``ready()`` is true (or the process
+        exits)."""
+        check = ready if ready is not None else (lambda: _answers(ready_url))
         with self.log_file.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=dict(os.environ, **(env or {})), cwd=cwd)
@@ -56,7 +59,7 @@ class Process:
                 tail = "\n".join(self.log_file.read_text(errors="replace").splitlines()[-30:])
                 self.record_file.unlink(missing_ok=True)
                 raise ClusterError(f"{self.name} exited during start-up; last lines of {self.log_file}:\n{tail}")
-            if _answers(ready_url):
+            if check():
                 return record
             time.sleep(0.25)
         self.stop()
