@@ -1159,36 +1159,6 @@ def _approve_under_chart_rbac(cluster: Cluster, port: int, probe: Probe, ns: str
     assert spec["approvePlan"] == plan_id, spec
 
 
-def test_helm_test_script_reads_discovery_through_the_aggregation_layer(control_plane: Cluster, applied: list[Doc],
-                                                                        tmp_path: Path) -> None:
-    """The helm test Pod's own script, run here as its ServiceAccount (a TokenRequest token and kube-apiserver's CA
-    where the Pod would have them mounted), against tofu_agl running under the chart's identity behind a registered
-    APIService: it gets the group's discovery document, which kube-apiserver can only answer by calling the service."""
-    probe = next(p for p in PROBES if p.module == "tofu_agl")  # its group is this module's own
-    pod = container(index(applied)[("Pod", f"{TOFU_SVC}-test")])
-    mounted = "/var/run/secrets/kubernetes.io/serviceaccount/"
-    script = pod["command"][2]
-    assert script.count(mounted) == 1
-    token = kubectl(control_plane, "create", "token", f"{TOFU_SVC}-test", "-n", NS, "--duration=10m").stdout.strip()
-    (tmp_path / "token").write_text(token)
-    (tmp_path / "ca.crt").write_bytes((control_plane.pki_dir / "ca.crt").read_bytes())
-    env = dict(os.environ, **{e["name"]: e["value"] for e in pod["env"]}, KUBERNETES_SERVICE_HOST="127.0.0.1",
-               KUBERNETES_SERVICE_PORT=control_plane.server.rsplit(":", 1)[1])
-    # Registered through its own ExternalName Service (aggregation.register): the chart's Service stays as applied.
-    target = ("chart-helm-test", "agl-chart-helm-test")
-    ca, _ = aggregation.serving_cert(control_plane, *target)
-    with service_as_chart_identity(control_plane, probe, deployment_of(applied, probe), target) as port, \
-            contextlib.ExitStack() as cleanup:
-        aggregation.register(control_plane, group=probe.group, version="v1alpha1", service=target[0],
-                             namespace=target[1], port=port, ca_bundle=ca.cert)
-        cleanup.callback(aggregation.unregister, control_plane, probe.group, "v1alpha1")
-        aggregation.wait_available(control_plane, probe.group, "v1alpha1")
-        result = subprocess.run([sys.executable, "-c", script.replace(mounted, f"{tmp_path}/")], env=env,
-                                capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"{probe.group}/v1alpha1 served" in result.stdout, result.stdout
-
-
 @contextlib.contextmanager
 def service_as_chart_identity(cluster: Cluster, probe: Probe, deployment: Doc,
                               served_as: tuple[str, str] = ("", NS)) -> Iterator[int]:

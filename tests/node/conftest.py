@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from localcluster import chartinstall, crds, images, node
+from localcluster import chartinstall, crds, images, node, pauseimage
 from localcluster.cluster import Cluster
 
 
@@ -34,7 +34,7 @@ def node_cluster() -> Iterator[Node]:
     try:
         cluster.up(fresh=True, node=True)
         crds.install(cluster, ours=False)
-        sandbox = images.ensure_pause_image()
+        sandbox = pauseimage.ensure_pause_image()
         project = images.ensure_project_image(chartinstall.REPO_ROOT)
         node.start(cluster, [project], sandbox)
         yield Node(cluster, project.ref)

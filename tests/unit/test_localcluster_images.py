@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from localcluster import images
+from localcluster import images, pauseimage
 from localcluster.build import BuildError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,10 +125,10 @@ def test_recipe_hash_changes_with_the_packages(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_pause_ref_is_a_hash_of_its_source(monkeypatch: pytest.MonkeyPatch) -> None:
-    ref = images.pause_image_ref()
+    ref = pauseimage.pause_image_ref()
     assert ref.startswith("localhost/agl-pause:")
-    monkeypatch.setattr(images, "_PAUSE_MAIN", images._PAUSE_MAIN + "// changed\n")
-    assert images.pause_image_ref() != ref
+    monkeypatch.setattr(pauseimage, "_PAUSE_MAIN", pauseimage._PAUSE_MAIN + "// changed\n")
+    assert pauseimage.pause_image_ref() != ref
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
                     help="a real node (containerd, kubelet, kube-proxy, controller manager, scheduler) in a network "
                          "namespace of its own, the image built from the Dockerfile and the chart installed with helm")
     down_cmd = sub.add_parser("down", help="stop the services and the control plane")
-    down_cmd.add_argument("--node", action="store_true", help="the node cluster (name 'node')")
+    down_cmd.add_argument("--node", action="store_true",
+                          help="only the node cluster (name 'node'); without a name, down stops 'default' and 'node'")
     sub.add_parser("status", help="say whether the cluster runs")
     user = sub.add_parser("user", help="print the path of a kubeconfig for a client-certificate user")
     user.add_argument("username")
@@ -46,41 +47,45 @@ def build_all(flux: bool, node: bool = False) -> None:
         build.ensure_tofu()
         build.ensure_flux()
     if node:
-        from . import chartinstall, hostpackages, images
+        from . import chartinstall, hostpackages, images, pauseimage
 
         hostpackages.ensure()
         build.ensure_node_binaries()
-        images.ensure_pause_image()
+        build.build(build.coredns_target())
+        pauseimage.ensure_pause_image()
         images.ensure_project_image(chartinstall.REPO_ROOT)
 
 
-def up_node(cluster: Cluster) -> None:
+def node_with_chart(cluster: Cluster) -> None:
     """The control plane and a real node in its network namespace, the project's image built from its Dockerfile
     and imported into the node, and the chart installed with ``helm install --wait`` (both services)."""
-    from . import chartinstall, hostpackages, images, node
+    from . import chartinstall, hostpackages, images, node, pauseimage
 
     hostpackages.ensure()
     cluster.up(node=True)
     build.ensure_helm()
     # Upstream CRDs only: the chart installs the definition CRDs itself, as on any cluster.
     crds.install(cluster, ours=False)
-    sandbox = images.ensure_pause_image()
+    sandbox = pauseimage.ensure_pause_image()
     project = images.ensure_project_image(chartinstall.REPO_ROOT)
     node.start(cluster, [project], sandbox)
     log(node.describe(cluster))
     chartinstall.install(cluster, project.ref)
-    print(f"export KUBECONFIG={cluster.kubeconfig}")
-    print(f"export PATH={build.kubectl_dir()}:$PATH")
 
 
-def up(cluster: Cluster, *, with_services: bool, with_flux: bool) -> None:
-    cluster.up()
-    build.ensure_helm()
-    crds.install(cluster)
-    if with_services:
-        from . import services
+def up(cluster: Cluster, *, with_services: bool, with_flux: bool, node: bool = False) -> None:
+    """The control plane, the services (as processes, or with ``node`` as the chart's pods on a real node), and
+    the Flux controllers as processes beside it (they reach either through 127.0.0.1)."""
+    if node:
+        node_with_chart(cluster)
+    else:
+        cluster.up()
+        build.ensure_helm()
+        crds.install(cluster)
+        if with_services:
+            from . import services
 
-        services.start_all(cluster)
+            services.start_all(cluster)
     build.ensure_tofu()
     from . import flux, samples
 
@@ -108,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             build_all(args.flux, node)
-        elif args.command == "up" and node:
-            up_node(cluster)
         elif args.command == "up":
-            up(cluster, with_services=not args.no_services, with_flux=not args.no_flux)
+            up(cluster, with_services=not args.no_services, with_flux=not args.no_flux, node=node)
+        elif args.command == "down" and args.name is None and not node:
+            # ``nox -s down`` after ``up`` or ``up --node``: both named clusters, whichever runs.
+            for name in ("default", "node"):
+                down(Cluster(name))
         elif args.command == "down":
             down(cluster)
         elif args.command == "status":

@@ -9,6 +9,7 @@ The chart's default values hold except what a local cluster must set, and only t
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import time
@@ -89,6 +90,26 @@ def pods_not_ready(cluster: Cluster, namespace: str = NAMESPACE) -> str:
     return "\n".join(lines) or "every pod is Ready"
 
 
+def start_to_ready(cluster: Cluster, namespace: str = NAMESPACE) -> dict[str, float]:
+    """Seconds from each running service pod's container start to its Ready condition, as kubelet recorded them
+    (whole seconds: the API's timestamps have no finer grain)."""
+    found = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    out: dict[str, float] = {}
+    for pod in found:
+        status = pod.get("status", {})
+        started = [c["state"]["running"]["startedAt"] for c in status.get("containerStatuses", [])
+                   if "running" in c.get("state", {})]
+        ready = [c["lastTransitionTime"] for c in status.get("conditions", [])
+                 if c["type"] == "Ready" and c["status"] == "True"]
+        if started and ready:
+            out[pod["metadata"]["name"]] = (_time(ready[0]) - _time(started[0])).total_seconds()
+    return out
+
+
+def _time(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def install(cluster: Cluster, image_ref: str, flags: Flags = BOTH, wait: str = "5m") -> float:
     """``helm upgrade --install --wait`` of the chart; returns the seconds it took. A failed wait says why the pods
     are not Ready."""
@@ -99,4 +120,8 @@ def install(cluster: Cluster, image_ref: str, flags: Flags = BOTH, wait: str = "
         raise ClusterError(f"{exc}\nwhy the pods are not Ready:\n{pods_not_ready(cluster)}") from exc
     took = time.monotonic() - started
     log(f"helm install --wait of {CHART.relative_to(REPO_ROOT)} ({', '.join(flags.values())}) took {took:.1f}s")
+    ready = start_to_ready(cluster)
+    if ready:
+        log(f"the services' pods were Ready {min(ready.values()):.0f}-{max(ready.values()):.0f}s after their "
+            "containers started")
     return took

@@ -19,21 +19,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import yaml
 
 from . import build, netns, nodehost, paths, pki
 from .build import log
+from .controlplane import AUTHZ_WEBHOOK_GROUP, SERVICE_CIDR, State, apiserver_argv, certificates
 from .nodeconfig import Layout
 
-SERVICE_CIDR = "10.0.0.0/24"
-#: Users in this group (and only they) are also authorized by a webhook that a test may serve on
-#: :attr:`State.authz_webhook_port`: decisions RBAC cannot express (e.g. by a user's extras).
-#: Nothing is asked of the webhook for anyone else, and when none is listening it has no opinion,
-#: so every other request is decided by RBAC alone, as without it.
-AUTHZ_WEBHOOK_GROUP = "agl-test:authz-webhook"
+__all__ = ["AUTHZ_WEBHOOK_GROUP", "SERVICE_CIDR", "Cluster", "ClusterError", "State", "free_port"]
+
 #: Seconds :meth:`Cluster.restart_apiserver` lets kube-apiserver shut down before killing it.
 RESTART_GRACE = 10
 
@@ -75,19 +72,6 @@ def _alive(pid: int) -> bool:
         if stat.rsplit(")", 1)[1].split()[0] == "Z":
             return False
     return True
-
-
-@dataclass
-class State:
-    etcd_port: int
-    etcd_peer_port: int
-    api_port: int
-    etcd_pid: int = 0
-    api_pid: int = 0
-    authz_webhook_port: int = 0
-    #: A node cluster: the control plane runs in :mod:`netns`, reached on 127.0.0.1 through ``forward_pid``.
-    node: bool = False
-    forward_pid: int = 0
 
 
 class Cluster:
@@ -132,60 +116,15 @@ class Cluster:
         return bool(state and _alive(state.etcd_pid) and _alive(state.api_pid) and self._ready(state, timeout=2))
 
     # ------------------------------------------------------------------ PKI
-    def _certs(self) -> dict[str, pki.KeyPair]:
-        ca = pki.ensure_ca(self.pki_dir, "ca", "agl-local-ca")
-        front_ca = pki.ensure_ca(self.pki_dir, "front-proxy-ca", "agl-local-front-proxy-ca")
-        return {
-            "ca": ca,
-            "front-proxy-ca": front_ca,
-            "serving": pki.issue(ca, self.pki_dir, "apiserver", "kube-apiserver", server=True,
-                                 dns=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
-                                 ips=("127.0.0.1", "10.0.0.1", netns.NODE_IP)),
-            "front-proxy-client": pki.issue(front_ca, self.pki_dir, "front-proxy-client", "front-proxy-client"),
-            "admin": pki.issue(ca, self.pki_dir, "admin", "agl-admin", orgs=("system:masters",)),
-            "authz-webhook-ca": pki.ensure_ca(self.pki_dir, "authz-webhook-ca", "agl-local-authz-webhook-ca"),
-        }
-
     def authz_webhook(self) -> tuple[int, pki.KeyPair]:
         """Where kube-apiserver sends the authorization webhook's reviews, and a serving certificate
         it trusts for that address; see :data:`AUTHZ_WEBHOOK_GROUP`."""
         state = self._state()
         if state is None or not state.authz_webhook_port:
             raise ClusterError(f"cluster {self.name!r} is not running with an authorization webhook")
-        ca = self._certs()["authz-webhook-ca"]
+        ca = certificates(self.pki_dir)["authz-webhook-ca"]
         return state.authz_webhook_port, pki.issue(ca, self.pki_dir, "authz-webhook", "127.0.0.1", ips=("127.0.0.1",),
                                                    server=True)
-
-    def _authorization_config(self, state: State) -> Path:
-        """RBAC, preceded by the test authorization webhook for :data:`AUTHZ_WEBHOOK_GROUP` only, and on a node by
-        the Node authorizer (what a kubelet may read and write, as on any real cluster)."""
-        kubeconfig = self.dir / "authz-webhook.kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "authz-webhook", "cluster": {
-                "server": f"https://127.0.0.1:{state.authz_webhook_port}/authorize",
-                "certificate-authority": str(self._certs()["authz-webhook-ca"].cert)}}],
-            "users": [{"name": "kube-apiserver", "user": {}}],
-            "contexts": [{"name": "authz-webhook", "context": {"cluster": "authz-webhook", "user": "kube-apiserver"}}],
-            "current-context": "authz-webhook",
-        }))
-        webhook = {"type": "Webhook", "name": "agl-test-webhook", "webhook": {
-            "timeout": "3s", "failurePolicy": "NoOpinion",
-            "subjectAccessReviewVersion": "v1", "matchConditionSubjectAccessReviewVersion": "v1",
-            # Every question reaches the test: it may answer the same one differently.
-            "cacheAuthorizedRequests": False, "cacheUnauthorizedRequests": False,
-            "connectionInfo": {"type": "KubeConfigFile", "kubeConfigFile": str(kubeconfig)},
-            "matchConditions": [{"expression": f"'{AUTHZ_WEBHOOK_GROUP}' in request.groups"}],
-        }}
-        rbac = {"type": "RBAC", "name": "rbac"}
-        config = self.dir / "authorization.yaml"
-        config.write_text(yaml.safe_dump({
-            "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthorizationConfiguration",
-            # A state file from before the webhook existed has no port for it.
-            "authorizers": [*([{"type": "Node", "name": "node"}] if state.node else []),
-                            *([webhook] if state.authz_webhook_port else []), rbac],
-        }))
-        return config
 
     def write_kubeconfig(self, path: Path, user: str, pair: pki.KeyPair, server: str) -> Path:
         config = {
@@ -222,7 +161,7 @@ class Cluster:
         binaries = build.ensure_binaries()
         if fresh:
             shutil.rmtree(self.dir / "etcd", ignore_errors=True)
-        certs = self._certs()
+        certs = certificates(self.pki_dir)
         # The test authorization webhook listens on the machine's loopback, which a node's kube-apiserver cannot reach.
         state = State(etcd_port=free_port(), etcd_peer_port=free_port(), api_port=free_port(),
                       authz_webhook_port=0 if node else free_port(), node=node)
@@ -244,8 +183,7 @@ class Cluster:
         self._save(state)
         self._wait(lambda: self._http_ok(f"http://127.0.0.1:{state.etcd_port}/health"), "etcd", state.etcd_pid)
         log(f"starting kube-apiserver on 127.0.0.1:{state.api_port}")
-        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state),
-                                    in_netns=state.node)
+        self._start_apiserver(binaries.kube_apiserver, state)
         self._save(state)
         self.write_kubeconfig(self.kubeconfig, "admin", certs["admin"], f"https://127.0.0.1:{state.api_port}")
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
@@ -260,45 +198,9 @@ class Cluster:
                                                         "--netns", str(netns.PATH), *rules], in_netns=False)
         self._save(state)
 
-    def _apiserver_argv(self, binary: Path, state: State) -> list[str]:
-        certs = self._certs()
-        sa_key, sa_pub = pki.ensure_service_account_keys(self.pki_dir)
-        if state.node:
-            # The node's kubelet, kube-proxy and pods reach kube-apiserver at the node's address (the ``kubernetes``
-            # Service's endpoint, kept by kube-apiserver itself), aggregation goes to the services' pod IPs, and
-            # kube-apiserver reaches the kubelet (logs, exec) with a client certificate of its own.
-            kubelet_client = pki.issue(certs["ca"], self.pki_dir, "apiserver-kubelet-client",
-                                       "kube-apiserver-kubelet-client", orgs=("system:masters",))
-            placement = ["--bind-address=0.0.0.0", f"--advertise-address={netns.NODE_IP}",
-                         "--enable-admission-plugins=NodeRestriction", "--enable-aggregator-routing=true",
-                         f"--kubelet-client-certificate={kubelet_client.cert}",
-                         f"--kubelet-client-key={kubelet_client.key}",
-                         "--kubelet-preferred-address-types=InternalIP"]
-        else:
-            placement = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-                         "--enable-aggregator-routing=false"]
-        return [
-            str(binary),
-            f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
-            *placement, f"--secure-port={state.api_port}",
-            f"--tls-cert-file={certs['serving'].cert}", f"--tls-private-key-file={certs['serving'].key}",
-            f"--client-ca-file={certs['ca'].cert}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-            f"--authorization-config={self._authorization_config(state)}",
-            "--allow-privileged=true",
-            # API aggregation: kube-apiserver proxies to extension servers with this client cert, and
-            # tells them who the user is through the request headers named here.
-            f"--requestheader-client-ca-file={certs['front-proxy-ca'].cert}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={certs['front-proxy-client'].cert}",
-            f"--proxy-client-key-file={certs['front-proxy-client'].key}",
-            "--v=1",
-        ]
+    def _start_apiserver(self, binary: Path, state: State) -> None:
+        state.api_pid = self._spawn("kube-apiserver", apiserver_argv(binary, self.dir, self.pki_dir, state),
+                                    in_netns=state.node)
 
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again on the same port (etcd keeps running).
@@ -320,8 +222,7 @@ class Cluster:
         while _alive(state.api_pid):
             time.sleep(0.1)
         binaries = build.ensure_binaries()
-        state.api_pid = self._spawn("kube-apiserver", self._apiserver_argv(binaries.kube_apiserver, state),
-                                    in_netns=state.node)
+        self._start_apiserver(binaries.kube_apiserver, state)
         self._save(state)
         self._wait(lambda: self._ready(state, timeout=3), "kube-apiserver", state.api_pid, limit=120)
 

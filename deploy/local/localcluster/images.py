@@ -1,10 +1,10 @@
 """Container images for a real kubelet node, built on this machine with neither Docker nor a registry.
 
 Nothing can be pulled here, so every image starts from scratch: a stand-in for ``python:3.11-slim`` made
-from Debian packages with mmdebstrap, the project's own ``Dockerfile`` built on it with ``buildah bud``,
-and a pause image holding a sandbox PID 1 of our own. Each is saved as an OCI archive in the cache under a
-content hash, so an unchanged recipe or tree costs nothing, and :func:`import_images` hands the archives to
-containerd under the exact names kubelet asks for (with ``imagePullPolicy: Never``).
+from Debian packages with mmdebstrap, and the project's own ``Dockerfile`` built on it with ``buildah bud``
+(the pause image is :mod:`pauseimage`'s). Each is saved as an OCI archive in the cache under a content hash,
+so an unchanged recipe or tree costs nothing, and :func:`import_images` hands the archives to containerd
+under the exact names kubelet asks for (with ``imagePullPolicy: Never``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import paths
-from .build import BuildError, go_binary, log
+from .build import BuildError, log
 
 BASE_NAME = "localhost/agl-python-base"
 PROJECT_NAME = "localhost/agl-parallel"
-PAUSE_NAME = "localhost/agl-pause"
 #: The project's pods run as this uid; python:3.11-slim has no passwd entry for it, and neither may our base.
 POD_UID = 65532
 #: Where the Dockerfile's RUN steps find the CA bundle: Debian's pip (hence the base's venv) reads this path.
@@ -61,41 +60,7 @@ _MMDEBSTRAP_OPTIONS = (
     '--customize-hook=chroot "$1" python3 -m venv /usr/local',
 )
 
-# PID 1 of a pod sandbox: it holds the namespaces open, reaps the orphans the kernel re-parents to it
-# (nothing else would), and leaves cleanly when the runtime stops the sandbox.
-_PAUSE_MAIN = """package main
-
-import (
-\t"os"
-\t"os/signal"
-\t"syscall"
-)
-
-func main() {
-\tsignals := make(chan os.Signal, 16)
-\tsignal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
-\tfor sig := range signals {
-\t\tif sig != syscall.SIGCHLD {
-\t\t\tos.Exit(0)
-\t\t}
-\t\treap()
-\t}
-}
-
-// reap collects every exited child; one SIGCHLD may stand for several.
-func reap() {
-\tfor {
-\t\tpid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
-\t\tif pid <= 0 && err != syscall.EINTR {
-\t\t\treturn
-\t\t}
-\t}
-}
-"""
 _BUD_PROGRESS = re.compile(r"(\[\d+/\d+\] )?STEP |COMMIT|Successfully")
-_PAUSE_GO_MOD = "module agl.local/pause\n\ngo 1.24\n"
-_PAUSE_LDFLAGS = "-s -w"
-PAUSE_CONFIG = ("--entrypoint", '["/pause"]', "--user", "65535:65535")
 
 
 @dataclass(frozen=True)
@@ -121,11 +86,11 @@ def images_dir() -> Path:
     return path
 
 
-def _digest(*parts: str) -> str:
+def short_hash(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def _run(cmd: Sequence[str], step: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,
+def run_step(cmd: Sequence[str], step: str, *, env: dict[str, str] | None = None, cwd: Path | None = None,
          show: re.Pattern[str] | None = None) -> str:
     """Run a tool, logging the lines ``show`` matches; on failure raise with the tail of its output."""
     try:
@@ -153,7 +118,7 @@ def buildah(*args: str) -> list[str]:
             *args]
 
 
-def _image_exists(ref: str) -> bool:
+def image_exists(ref: str) -> bool:
     return subprocess.run(buildah("inspect", "--type", "image", ref), capture_output=True).returncode == 0
 
 
@@ -164,7 +129,7 @@ def mmdebstrap_command(output: Path) -> list[str]:
 
 def recipe_hash() -> str:
     """What the base image is made of; any change to it yields a new tag and so a rebuild."""
-    return _digest("base-v1", *mmdebstrap_command(Path("OUT")), *BASE_CONFIG)
+    return short_hash("base-v1", *mmdebstrap_command(Path("OUT")), *BASE_CONFIG)
 
 
 def base_image_ref() -> str:
@@ -184,14 +149,14 @@ def check_no_pod_user(tarball: Path) -> None:
                                  "python:3.11-slim has none: remove the package that adds it")
 
 
-def _commit_from_scratch(ref: str, additions: Sequence[tuple[Path, str]], config: Sequence[str]) -> None:
+def commit_from_scratch(ref: str, additions: Sequence[tuple[Path, str]], config: Sequence[str]) -> None:
     """An image of one layer: ``additions`` (a tarball added to ``/`` is unpacked) and image ``config``."""
-    container = _run(buildah("from", "--pull=never", "scratch"), f"new container for {ref}").splitlines()[-1]
+    container = run_step(buildah("from", "--pull=never", "scratch"), f"new container for {ref}").splitlines()[-1]
     try:
         for source, dest in additions:
-            _run(buildah("add", container, str(source), dest), f"add {source.name} to {ref}")
-        _run(buildah("config", *config, container), f"configure {ref}")
-        _run(buildah("commit", "--rm", container, ref), f"commit {ref}")
+            run_step(buildah("add", container, str(source), dest), f"add {source.name} to {ref}")
+        run_step(buildah("config", *config, container), f"configure {ref}")
+        run_step(buildah("commit", "--rm", container, ref), f"commit {ref}")
     except BuildError:
         subprocess.run(buildah("rm", container), capture_output=True)
         raise
@@ -202,15 +167,15 @@ def ensure_base_image() -> str:
 
     45 to 90 s cold: mmdebstrap downloads and installs about 80 Debian packages."""
     ref = base_image_ref()
-    if _image_exists(ref):
+    if image_exists(ref):
         return ref
     started = time.monotonic()
     log(f"making {ref} from Debian {SUITE} packages with mmdebstrap (about a minute)")
     with tempfile.TemporaryDirectory(dir=paths.cache_dir()) as tmp:
         tarball = Path(tmp) / "rootfs.tar"
-        _run(mmdebstrap_command(tarball), "mmdebstrap", show=re.compile("I: "))
+        run_step(mmdebstrap_command(tarball), "mmdebstrap", show=re.compile("I: "))
         check_no_pod_user(tarball)
-        _commit_from_scratch(ref, [(tarball, "/")], BASE_CONFIG)
+        commit_from_scratch(ref, [(tarball, "/")], BASE_CONFIG)
     log(f"made {ref} in {int(time.monotonic() - started)}s")
     return ref
 
@@ -287,7 +252,8 @@ def context_hash(repo: Path, *extra: str) -> str:
     recipe = [n for n in ("Dockerfile", ".dockerignore") if (repo / n).is_file()]
     roots = dockerfile_sources((repo / "Dockerfile").read_text()) if "Dockerfile" in recipe else ["."]
     used = [n for n in context_files(repo) if any(r == "." or n == r or n.startswith(r + "/") for r in roots)]
-    return _digest("context-v2", *extra, *(f"{name}={_file_digest(repo / name)}" for name in sorted({*used, *recipe})))
+    files = sorted({*used, *recipe})
+    return short_hash("context-v2", *extra, *(f"{name}={_file_digest(repo / name)}" for name in files))
 
 
 def _pip_config_cert() -> str | None:
@@ -310,11 +276,11 @@ def host_ca_bundle() -> Path:
                      "install ca-certificates or set PIP_CERT")
 
 
-def _save(ref: str, name: str) -> ImageArchive:
+def save(ref: str, name: str) -> ImageArchive:
     """Push ``ref`` from buildah's storage into ``<cache>/images/NAME.oci.tar``, whole or not at all."""
     archive = images_dir() / f"{name}.oci.tar"
     (partial := archive.with_name(f"{archive.name}.partial-{os.getpid()}")).unlink(missing_ok=True)
-    _run(buildah("push", "--quiet", ref, f"oci-archive:{partial}:{ref}"), f"save {ref}")
+    run_step(buildah("push", "--quiet", ref, f"oci-archive:{partial}:{ref}"), f"save {ref}")
     partial.replace(archive)
     return ImageArchive(ref, archive)
 
@@ -339,44 +305,12 @@ def ensure_project_image(repo: Path) -> ImageArchive:
         return ImageArchive(ref, archive)
     started = time.monotonic()
     log(f"building {ref} from {repo / 'Dockerfile'} with buildah (about a minute: pip installs the lock from PyPI)")
-    _run(buildah("bud", "--pull=never", "--network=host", "--layers=false", "--build-arg", f"PYTHON_IMAGE={base}",
+    run_step(buildah("bud", "--pull=never", "--network=host", "--layers=false", "--build-arg", f"PYTHON_IMAGE={base}",
                  "--volume", f"{host_ca_bundle()}:{CA_TARGET}:ro", "--file", str(repo / "Dockerfile"),
                  "--tag", ref, str(repo)), "buildah bud", cwd=repo, show=_BUD_PROGRESS)
-    saved = _save(ref, f"agl-parallel-{tag}")
+    saved = save(ref, f"agl-parallel-{tag}")
     subprocess.run(buildah("rmi", ref), capture_output=True)  # the archive is the copy that counts
     _prune("agl-parallel")
-    log(f"built {ref} in {int(time.monotonic() - started)}s -> {saved.path}")
-    return saved
-
-
-def pause_image_ref() -> str:
-    """The sandbox image for containerd's ``sandbox_image``: named by the hash of its source and build flags."""
-    return f"{PAUSE_NAME}:{_digest('pause-v1', _PAUSE_MAIN, _PAUSE_GO_MOD, _PAUSE_LDFLAGS, *PAUSE_CONFIG)}"
-
-
-def _build_pause_binary(workdir: Path) -> Path:
-    workdir.mkdir(parents=True, exist_ok=True)  # a module of its own: no requirements, nothing to download
-    (workdir / "go.mod").write_text(_PAUSE_GO_MOD)
-    (workdir / "main.go").write_text(_PAUSE_MAIN)
-    binary = workdir / "pause"
-    env = dict(os.environ, CGO_ENABLED="0", GOTOOLCHAIN="local", GOFLAGS="-mod=mod")
-    _run([go_binary(), "build", "-trimpath", "-ldflags", _PAUSE_LDFLAGS, "-o", str(binary), "."], "build pause",
-         env=env, cwd=workdir)
-    return binary
-
-
-def ensure_pause_image() -> ImageArchive:
-    """Build (or reuse) the pause image: ``FROM scratch`` with only our static pause binary, run as 65535."""
-    ref = pause_image_ref()
-    tag = ref.rsplit(":", 1)[1]
-    archive = images_dir() / f"agl-pause-{tag}.oci.tar"
-    if archive.is_file():
-        return ImageArchive(ref, archive)
-    started = time.monotonic()
-    binary = _build_pause_binary(paths.cache_dir() / "build" / f"pause-{tag}")
-    if not _image_exists(ref):
-        _commit_from_scratch(ref, [(binary, "/pause")], PAUSE_CONFIG)
-    saved = _save(ref, f"agl-pause-{tag}")
     log(f"built {ref} in {int(time.monotonic() - started)}s -> {saved.path}")
     return saved
 
@@ -393,10 +327,10 @@ def import_images(archives: Sequence[ImageArchive], containerd_address: str, *,
     ``snapshotter``, and check each ended up under exactly its ``ref`` (ctr takes the archive's ref.name)."""
     for archive in archives:
         started = time.monotonic()
-        _run(_ctr(containerd_address, "images", "import", "--snapshotter", snapshotter, str(archive.path)),
+        run_step(_ctr(containerd_address, "images", "import", "--snapshotter", snapshotter, str(archive.path)),
              f"import {archive.ref}")
         log(f"imported {archive.ref} into containerd at {containerd_address} in {time.monotonic() - started:.1f}s")
-    have = set(_run(_ctr(containerd_address, "images", "list", "--quiet"), "ctr images list").split())
+    have = set(run_step(_ctr(containerd_address, "images", "list", "--quiet"), "ctr images list").split())
     missing = [a.ref for a in archives if a.ref not in have]
     if missing:
         raise BuildError(f"containerd at {containerd_address} has no image named {', '.join(missing)} after the "

@@ -1,4 +1,5 @@
-"""A real node on the local control plane: containerd, kubelet, kube-proxy, kube-controller-manager, kube-scheduler.
+"""A real node on the local control plane: containerd, kubelet, kube-proxy, kube-controller-manager, kube-scheduler
+and cluster DNS (:mod:`clusterdns`).
 
 All of them run in the node's network namespace (:mod:`netns`) next to the control plane, each recorded as a helper
 process of the cluster (:mod:`processes`) so ``down`` stops them; :mod:`nodehost` removes what they leave on the
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import build, images, netns, nodeconfig, pki, processes
+from . import build, clusterdns, images, netns, nodeconfig, pki, processes
 from .build import log
 from .cluster import Cluster, ClusterError
 from .nodeconfig import NODE_NAME, Layout
@@ -105,11 +106,12 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
     (lay.cni_conf_dir / "10-agl.conflist").write_text(nodeconfig.cni_conflist(lay))
     lay.resolv_conf.write_text(nodeconfig.resolv_conf())
 
+    dns = clusterdns.ensure_image()
     _start(cluster, "containerd", ["containerd", "--config", str(lay.containerd_dir / "config.toml")],
            _containerd_answers(lay.containerd_socket), timeout=60)
     imported = time.monotonic()
-    images.import_images([sandbox, *archives], str(lay.containerd_socket))
-    log(f"node: {1 + len(archives)} images imported in {time.monotonic() - imported:.1f}s")
+    images.import_images([sandbox, dns, *archives], str(lay.containerd_socket))
+    log(f"node: {2 + len(archives)} images imported in {time.monotonic() - imported:.1f}s")
 
     ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
     serving = pki.issue(ca, cluster.pki_dir, "kubelet-serving", NODE_NAME, dns=(NODE_NAME,), ips=(netns.NODE_IP,),
@@ -143,6 +145,7 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
         f"--kubeconfig={_kubeconfig(cluster, 'kube-scheduler', 'system:kube-scheduler')}",
         "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=10259", "--v=1",
     ], _https_ok(10259), timeout=60)
+    clusterdns.start(cluster, dns)
 
 
 def describe(cluster: Cluster) -> str:

@@ -93,6 +93,10 @@ SERVICEMONITOR_CRD = UpstreamCRD(
     sha256="1dae27b7189b5ce7b9ab764656c18b4c75a45cde1e6f3af6a5e84c4317628919",
 )
 
+#: CoreDNS, the node's cluster DNS (``up --node``): v1.15.0 is the newest release the module proxy serves; its go.mod
+#: asks for Go 1.26.0 and has no ``replace`` directives, so its main package (the module root) builds as it is.
+COREDNS = "v1.15.0"
+
 #: The OCI registry (CNCF distribution) that serves OCIRepository sources locally (:mod:`ociregistry`).
 #: The module proxy serves v3.0.0, v3.1.1 and v3.1.2 of ``github.com/distribution/distribution/v3``;
 #: v3.1.2 is the newest, its go.mod asks for Go 1.26.0 (which is installed) and has no ``replace``
