@@ -11,6 +11,7 @@ node runs are imported into containerd before kubelet starts (:mod:`images`).
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import time
@@ -50,10 +51,20 @@ def _get(cluster: Cluster, path: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def node_ready(cluster: Cluster) -> bool:
+def node_ready(cluster: Cluster, since: float = 0.0) -> bool:
+    """The Node is Ready by a heartbeat of kubelet's at ``since`` (epoch seconds) or later: a Node kept in etcd from
+    an earlier run says Ready until its lease runs out, whatever runs now."""
     found = _get(cluster, f"/api/v1/nodes/{NODE_NAME}")
     conditions = found.get("status", {}).get("conditions", []) if found else []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               and _epoch(c.get("lastHeartbeatTime", "")) >= since - 1 for c in conditions)
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _proxy_rules_present() -> bool:
@@ -61,8 +72,14 @@ def _proxy_rules_present() -> bool:
     return result.returncode == 0 and "default/kubernetes:https" in result.stdout
 
 
-def _root_ca_published(cluster: Cluster) -> bool:
-    return _get(cluster, "/api/v1/namespaces/default/configmaps/kube-root-ca.crt") is not None
+def _root_ca_published(cluster: Cluster) -> Callable[[], bool]:
+    """kube-controller-manager serves its health and has published the cluster's CA into ``default`` (kept from
+    an earlier run, the ConfigMap alone would say nothing of the process that runs now)."""
+    healthy = _https_ok(10257)
+
+    def check() -> bool:
+        return healthy() and _get(cluster, "/api/v1/namespaces/default/configmaps/kube-root-ca.crt") is not None
+    return check
 
 
 def _containerd_answers(socket: Path) -> Callable[[], bool]:
@@ -120,10 +137,11 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
     kubelet_config.write_text(nodeconfig.kubelet_config(lay, client_ca=ca.cert, serving=(serving.cert, serving.key),
                                                         healthz_port=10248))
     kubelet_kubeconfig = _kubeconfig(cluster, "kubelet", f"system:node:{NODE_NAME}", ("system:nodes",))
+    since = time.time()
     _start(cluster, "kubelet", [
         str(binaries["kubelet"]), f"--config={kubelet_config}", f"--kubeconfig={kubelet_kubeconfig}",
         f"--root-dir={lay.kubelet_dir}", f"--hostname-override={NODE_NAME}", f"--node-ip={netns.NODE_IP}", "--v=1",
-    ], lambda: node_ready(cluster), timeout=120)
+    ], lambda: node_ready(cluster, since), timeout=120)
 
     proxy_config = lay.base / "kube-proxy-config.yaml"
     proxy_config.write_text(nodeconfig.kube_proxy_config(_kubeconfig(cluster, "kube-proxy", "system:kube-proxy"),
@@ -139,7 +157,7 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
         f"--cluster-signing-cert-file={ca.cert}", f"--cluster-signing-key-file={ca.key}",
         "--use-service-account-credentials=true", "--leader-elect=false", "--controllers=*",
         "--bind-address=127.0.0.1", "--secure-port=10257", "--v=1",
-    ], lambda: _root_ca_published(cluster), timeout=90)
+    ], _root_ca_published(cluster), timeout=90)
     _start(cluster, "kube-scheduler", [
         str(binaries["kube-scheduler"]),
         f"--kubeconfig={_kubeconfig(cluster, 'kube-scheduler', 'system:kube-scheduler')}",
