@@ -26,7 +26,14 @@ import yaml
 
 from . import build, netns, nodehost, paths, pki
 from .build import log
-from .controlplane import AUTHZ_WEBHOOK_GROUP, SERVICE_CIDR, State, apiserver_argv, certificates
+from .controlplane import (
+    AUTHZ_WEBHOOK_GROUP,
+    NODE_API_PORT,
+    SERVICE_CIDR,
+    State,
+    apiserver_argv,
+    certificates,
+)
 from .nodeconfig import Layout
 
 __all__ = ["AUTHZ_WEBHOOK_GROUP", "SERVICE_CIDR", "Cluster", "ClusterError", "State", "free_port"]
@@ -193,7 +200,8 @@ class Cluster:
 
     def _forward(self, state: State) -> None:
         """The machine's 127.0.0.1 ports of etcd and kube-apiserver, forwarded into the node's namespace."""
-        rules = [f"host:127.0.0.1:{port}=node:127.0.0.1:{port}" for port in (state.etcd_port, state.api_port)]
+        rules = [f"host:127.0.0.1:{state.etcd_port}=node:127.0.0.1:{state.etcd_port}",
+                 f"host:127.0.0.1:{state.api_port}=node:127.0.0.1:{NODE_API_PORT}"]
         state.forward_pid = self._spawn("portforward", [sys.executable, "-m", "localcluster.portforward",
                                                         "--netns", str(netns.PATH), *rules], in_netns=False)
         self._save(state)

@@ -19,6 +19,11 @@ SERVICE_CIDR = "10.0.0.0/24"
 #: Nothing is asked of the webhook for anyone else, and when none is listening it has no opinion,
 #: so every other request is decided by RBAC alone, as without it.
 AUTHZ_WEBHOOK_GROUP = "agl-test:authz-webhook"
+#: kube-apiserver's port inside a node's network namespace, the same at every start: it is the ``kubernetes``
+#: Service's endpoint, which every pod's in-cluster client reaches, and a kube-apiserver started after a crash on
+#: another port left the EndpointSlice at the old one. The machine reaches it through a free loopback port
+#: (``State.api_port``, forwarded).
+NODE_API_PORT = 6443
 
 
 @dataclass
@@ -107,7 +112,7 @@ def apiserver_argv(binary: Path, directory: Path, pki_dir: Path, state: State) -
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
-        *placement, f"--secure-port={state.api_port}",
+        *placement, f"--secure-port={NODE_API_PORT if state.node else state.api_port}",
         f"--tls-cert-file={certs['serving'].cert}", f"--tls-private-key-file={certs['serving'].key}",
         f"--client-ca-file={certs['ca'].cert}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",

@@ -295,6 +295,49 @@ def publish_external_artifact(cluster: Cluster, name: str, namespace: str, sourc
                                     f"published {artifact['revision']} of {source['kind']}/{source['name']}"}]}}))
 
 
+def _start_source_and_helm(cluster: Cluster, source_controller: Path, helm_controller: Path) -> str:
+    """Start source-controller (its artifact storage on a free 127.0.0.1 port) and helm-controller; the storage
+    address."""
+    running = Process(cluster, "source-controller").running()
+    storage = f"127.0.0.1:{running.port if running else free_port()}"
+    artifacts = cluster.dir / "source-controller" / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    _start_controller(cluster, "source-controller", source_controller, [
+        f"--storage-path={artifacts}", f"--storage-addr={storage}", f"--storage-adv-addr={storage}"],
+        port=int(storage.rsplit(":", 1)[1]))
+    # ExternalArtifact chart sources (what cozystack's definitions use) are behind a feature gate
+    # that is off by default in helm-controller v1.6.2.
+    _start_controller(cluster, "helm-controller", helm_controller, ["--feature-gates=ExternalArtifact=true"], port=0)
+    return storage
+
+
+#: What :func:`start_helm` runs, in the order :func:`stop_helm` stops them.
+HELM_CONTROLLERS = ("helm-controller", "source-controller")
+
+
+def start_helm(cluster: Cluster) -> Controllers:
+    """Only what the Helm kinds need: serve the charts, start source-controller and helm-controller, apply the
+    chart sources. No tofu-controller, so no in-process runner on the fixed 127.0.0.1:30000 (another cluster's
+    Flux may hold it); :func:`stop` or :func:`stop_helm` stops it all."""
+    targets = {t.name: t for t in build.flux_targets()}
+    try:
+        repository = chartrepo.start(cluster)
+        storage = _start_source_and_helm(cluster, build.build(targets["source-controller"]),
+                                         build.build(targets["helm-controller"]))
+        apply_sources(cluster, repository.url)
+    except BaseException:
+        stop_helm(cluster)
+        raise
+    return Controllers(repository.url, storage)
+
+
+def stop_helm(cluster: Cluster) -> None:
+    """Stop what :func:`start_helm` started."""
+    for name in HELM_CONTROLLERS:
+        Process(cluster, name).stop()
+    chartrepo.stop(cluster)
+
+
 def start(cluster: Cluster) -> Controllers:
     """Build (or reuse) the controllers; serve the charts and the module sources (git, OCI, S3); start
     source-controller, helm-controller, tofu-controller and kustomize-controller; apply the sources."""
@@ -304,17 +347,7 @@ def start(cluster: Cluster) -> Controllers:
         modules = gitserver.start(cluster)
         registry = ociregistry.start(cluster)
         bucket = bucketserver.start(cluster)
-        running = Process(cluster, "source-controller").running()
-        storage = f"127.0.0.1:{running.port if running else free_port()}"
-        artifacts = cluster.dir / "source-controller" / "artifacts"
-        artifacts.mkdir(parents=True, exist_ok=True)
-        _start_controller(cluster, "source-controller", binaries.source_controller, [
-            f"--storage-path={artifacts}", f"--storage-addr={storage}", f"--storage-adv-addr={storage}"],
-            port=int(storage.rsplit(":", 1)[1]))
-        # ExternalArtifact chart sources (what cozystack's definitions use) are behind a feature gate
-        # that is off by default in helm-controller v1.6.2.
-        _start_controller(cluster, "helm-controller", binaries.helm_controller,
-                          ["--feature-gates=ExternalArtifact=true"], port=0)
+        storage = _start_source_and_helm(cluster, binaries.source_controller, binaries.helm_controller)
         start_tofu_controller(cluster, binaries.tofu_controller)
         _start_controller(cluster, "kustomize-controller", binaries.kustomize_controller,
                           [f"--default-service-account={GITOPS_APPLIER}",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -23,6 +24,7 @@ from typing import Any
 from . import build, clusterdns, images, netns, nodeconfig, pki, processes
 from .build import log
 from .cluster import Cluster, ClusterError
+from .controlplane import NODE_API_PORT
 from .nodeconfig import NODE_NAME, Layout
 
 
@@ -34,7 +36,7 @@ def _kubeconfig(cluster: Cluster, name: str, cn: str, orgs: tuple[str, ...] = ()
     """A kubeconfig for a node component: kube-apiserver on the namespace's own loopback."""
     ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
     pair = pki.issue(ca, cluster.pki_dir, name, cn, orgs=orgs)
-    server = cluster.server  # https://127.0.0.1:<port>, the same port inside the namespace as on the machine
+    server = f"https://127.0.0.1:{NODE_API_PORT}"  # inside the namespace; the machine's port is forwarded to it
     return cluster.write_kubeconfig(layout(cluster).base / f"{name}.kubeconfig", cn, pair, server)
 
 
@@ -124,6 +126,12 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
     lay.resolv_conf.write_text(nodeconfig.resolv_conf())
 
     dns = clusterdns.ensure_image()
+    if processes.Process(cluster, "containerd").running() is None:
+        # What containerd and the CNI plugins recorded of running sandboxes is stale once containerd is not running
+        # (a crash, or a down): on a real machine it lives in /run or is released at boot. Images stay.
+        for stale in (lay.containerd_dir / "state", lay.cni_ipam_dir):
+            shutil.rmtree(stale, ignore_errors=True)
+        lay.cni_ipam_dir.mkdir(parents=True, exist_ok=True)
     _start(cluster, "containerd", ["containerd", "--config", str(lay.containerd_dir / "config.toml")],
            _containerd_answers(lay.containerd_socket), timeout=60)
     imported = time.monotonic()

@@ -76,7 +76,7 @@ def shims_of(socket: Path) -> list[int]:
     return found
 
 
-def _cgroup_dirs() -> list[Path]:
+def cgroup_dirs() -> list[Path]:
     """The node's cgroups in every hierarchy, deepest first (a cgroup can only be removed once it has no children)."""
     found: list[Path] = []
     for hierarchy in (CGROUP_ROOT.iterdir() if CGROUP_ROOT.is_dir() else []):
@@ -135,7 +135,7 @@ def clear(base: Path, containerd_socket: Path) -> None:
     """Stop everything of a node whose files live under ``base`` and remove what it left on the machine, except the
     network namespace itself (the control plane may still run in it; :func:`netns.delete` removes it)."""
     daemons = [pid for pid in processes_in_netns() if _comm(pid) in NODE_DAEMONS]
-    cgroups = _cgroup_dirs()
+    cgroups = cgroup_dirs()
     containers = processes_in_cgroups(cgroups)
     if containers or daemons:
         log(f"node: stopping {len(daemons)} node processes and {len(containers)} container processes")
