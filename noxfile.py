@@ -43,7 +43,8 @@ def _byte_compile(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Lint, type check, the unit tier, then the cluster tiers (integration, contract, flux).
+    """Lint, type check, the unit tier, then the cluster tiers (integration, contract, flux, differential), with the
+    node tier (the chart on a real node) running beside them.
 
     The binaries the cluster tiers need (the control plane, helm-, source- and kustomize-controller,
     tofu) take many minutes to build cold, so the build starts first, in the background, and runs
@@ -71,7 +72,41 @@ def tests(session: nox.Session) -> None:
     if code != 0:
         session.error(f"python -m localcluster build --flux --node failed; see {log}")
     # With arguments (``nox -s tests -- tests/flux -k helm``) they select what runs, the unit tier included.
-    session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *(session.posargs or ["--ignore=tests/unit"]))
+    if session.posargs:
+        session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", *session.posargs)
+        return
+    node_log = session.create_tmp() + "/node-tier.log"
+    node_tier = _start_node_tier(session, node_log)
+    try:
+        session.run("pytest", "-m", "not e2e", "-ra", "--durations=15", "--ignore=tests/unit", "--ignore=tests/node")
+    finally:
+        node_code = _finish_node_tier(session, node_tier, node_log)
+    if node_code != 0:
+        session.error(f"the node tier failed (exit {node_code}); its output is above and in {node_log}")
+
+
+def _start_node_tier(session: nox.Session, log: str) -> subprocess.Popen[bytes]:
+    """The node tier in a pytest of its own, at the same time as the other cluster tiers: its cluster, its network
+    namespace and its node are its own, and most of its time is spent waiting for pods, so the two share the cores
+    well (in turn they would take the tiers' times added up)."""
+    session.log("the node tier runs meanwhile (log: %s)", log)
+    with open(log, "w") as out:
+        return subprocess.Popen([session.bin + "/pytest", "-ra", "--durations=10", "-p", "no:cacheprovider",
+                                 "tests/node"], stdout=out, stderr=subprocess.STDOUT)
+
+
+def _finish_node_tier(session: nox.Session, node_tier: subprocess.Popen[bytes], log: str) -> int:
+    """Wait for the node tier (at most 40 minutes) and print its output; its exit code (pytest's 5, no test, fails)."""
+    try:
+        code = node_tier.wait(timeout=2400)
+    except subprocess.TimeoutExpired:
+        node_tier.terminate()
+        code = node_tier.wait(timeout=60)
+        session.warn("the node tier did not finish within 40 minutes: stopped")
+    with open(log) as source:
+        print(source.read(), flush=True)
+    session.log("node tier finished (exit %d)", code)
+    return code if code is not None else 1
 
 
 def _follow(builder: subprocess.Popen[bytes], log: str, session: nox.Session) -> int:

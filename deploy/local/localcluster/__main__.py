@@ -47,11 +47,11 @@ def build_all(flux: bool, node: bool = False) -> None:
         build.ensure_tofu()
         build.ensure_flux()
     if node:
-        from . import chartinstall, hostpackages, images, pauseimage
+        from . import chartinstall, clusterdns, hostpackages, images, pauseimage
 
         hostpackages.ensure()
         build.ensure_node_binaries()
-        build.build(build.coredns_target())
+        clusterdns.ensure_image()
         pauseimage.ensure_pause_image()
         images.ensure_project_image(chartinstall.REPO_ROOT)
 

@@ -378,13 +378,6 @@ def ensure_node_binaries() -> dict[str, Path]:
     return {t.name: build(t) for t in kubernetes_targets() if t.name in NODE_COMPONENTS}
 
 
-def coredns_target() -> GoTarget:
-    """CoreDNS with its default plugins (``kubernetes``, ``cache``, ``health``, ``ready``, ...), linked statically to
-    run ``FROM scratch`` in a pod."""
-    module = "github.com/coredns/coredns"
-    return GoTarget("coredns", module, versions.COREDNS, module, static=True)
-
-
 def link_current(name: str, binary: Path) -> None:
     link = paths.bin_dir() / "current" / name
     link.parent.mkdir(exist_ok=True)

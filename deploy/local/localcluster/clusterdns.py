@@ -35,9 +35,16 @@ COREFILE = f"""\
 IMAGE_CONFIG = ("--entrypoint", '["/coredns"]', "--user", "65532:65532")
 
 
+def coredns_target() -> build.GoTarget:
+    """CoreDNS with its default plugins (``kubernetes``, ``cache``, ``health``, ``ready``, ...), linked statically to
+    run ``FROM scratch`` in a pod."""
+    module = "github.com/coredns/coredns"
+    return build.GoTarget("coredns", module, versions.COREDNS, module, static=True)
+
+
 def ensure_image() -> ImageArchive:
     """Build (or reuse) CoreDNS's image: ``localhost/agl-coredns:<version>-<hash of the binary's recipe>``."""
-    binary = build.build(build.coredns_target())
+    binary = build.build(coredns_target())
     ref = f"localhost/agl-coredns:{versions.COREDNS}-{images.short_hash(versions.COREDNS, *IMAGE_CONFIG)}"
     archive = images.images_dir() / f"agl-coredns-{ref.rsplit(':', 1)[1]}.oci.tar"
     if archive.is_file():

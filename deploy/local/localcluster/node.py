@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import tenacity
+
 from . import build, clusterdns, images, netns, nodeconfig, pki, processes
 from .build import log
 from .cluster import Cluster, ClusterError
@@ -112,6 +114,18 @@ def _start(cluster: Cluster, name: str, argv: list[str], ready: Callable[[], boo
     log(f"node: {name} ready after {time.monotonic() - started:.1f}s")
 
 
+def _import_failed(state: tenacity.RetryCallState) -> None:
+    log(f"node: image import failed, again: {state.outcome.exception() if state.outcome else '?'}")
+
+
+@tenacity.retry(stop=tenacity.stop_after_attempt(3), wait=tenacity.wait_fixed(2), reraise=True,
+                retry=tenacity.retry_if_exception_type(build.BuildError), before_sleep=_import_failed)
+def _import(lay: Layout, archives: list[images.ImageArchive]) -> None:
+    """Import the images, again after a failure: a containerd that has just started has been seen to drop ctr's
+    connection once ("transport is closing"); importing an image that is there already costs little."""
+    images.import_images(archives, str(lay.containerd_socket))
+
+
 def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: images.ImageArchive) -> None:
     """Start the node's components against ``cluster`` (already up with ``node=True``) and wait until the node is
     Ready, with ``archives`` and the ``sandbox`` image imported into its containerd."""
@@ -135,7 +149,7 @@ def start(cluster: Cluster, archives: Sequence[images.ImageArchive], sandbox: im
     _start(cluster, "containerd", ["containerd", "--config", str(lay.containerd_dir / "config.toml")],
            _containerd_answers(lay.containerd_socket), timeout=60)
     imported = time.monotonic()
-    images.import_images([sandbox, dns, *archives], str(lay.containerd_socket))
+    _import(lay, [sandbox, dns, *archives])
     log(f"node: {2 + len(archives)} images imported in {time.monotonic() - imported:.1f}s")
 
     ca = pki.ensure_ca(cluster.pki_dir, "ca", "agl-local-ca")
